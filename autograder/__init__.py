@@ -1,0 +1,1 @@
+"""The instructor's side: build release/ from source/, grade submissions, give feedback."""

@@ -1,0 +1,183 @@
+"""The checks a student runs while working.
+
+``Checker(chapter)()`` re-runs the *saved* notebook in a fresh kernel, as the
+grader will, and lists every exercise as passed, failed, not attempted, error or
+manually graded. ``Checker(chapter)("ex_id")`` runs that exercise's visible tests
+in the live kernel, so a fix can be tried without re-running everything.
+Hidden tests are not in a student's notebook, so they can neither run nor show here.
+"""
+from __future__ import annotations
+
+import html
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
+from course.verdicts import MANUAL, NOT_ATTEMPTED, Verdict, error_of, verdict_from_error
+
+# Set while a notebook is being run by a check or by the grader, so that a
+# `check()` left in a cell does not start a check inside the check.
+RUNNING_ENV = "COURSE_CHECK_RUNNING"
+CELL_TIMEOUT_S = 300
+
+
+def run_fresh(nb, cwd: Path, timeout: int = CELL_TIMEOUT_S):
+    """Execute a notebook in a new kernel of this Python, keeping going after errors."""
+    from nbclient import NotebookClient
+
+    env_before = os.environ.get(RUNNING_ENV)
+    os.environ[RUNNING_ENV] = "1"
+    try:
+        client = NotebookClient(
+            nb, timeout=timeout, allow_errors=True, kernel_name="python3",
+            resources={"metadata": {"path": str(cwd)}},
+        )
+        client.execute(stderr=subprocess.DEVNULL)  # the kernel's own start-up warnings are not the student's
+    finally:
+        if env_before is None:
+            os.environ.pop(RUNNING_ENV, None)
+        else:
+            os.environ[RUNNING_ENV] = env_before
+    return nb
+
+
+def verdicts_of_executed(nb) -> list[Verdict]:
+    """One verdict per exercise of an executed notebook."""
+    result = []
+    for ex in exercises(nb).values():
+        if ex.manual:
+            result.append(Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points))
+            continue
+        solution_error = next((error_of(nb.cells[i]) for i in ex.solution_cells if error_of(nb.cells[i])), None)
+        if solution_error and solution_error[0] == "NotImplementedError":
+            status, message = verdict_from_error(ex.id, solution_error)
+        else:
+            status, message = "passed", ""
+            for i in ex.test_cells:
+                status, message = verdict_from_error(ex.id, error_of(nb.cells[i]))
+                if status != "passed":
+                    break
+            if not ex.test_cells:
+                status, message = "error", "the test cell of this exercise is missing: restore it from release/."
+        points = ex.points if status == "passed" else 0.0
+        result.append(Verdict(ex.id, status, message, points, ex.points))
+    return result
+
+
+def check_notebook(path: str | Path, chapter: str | None = None) -> list[Verdict]:
+    """Run the notebook at `path` in a fresh kernel and return its verdicts."""
+    path = Path(path)
+    nb = read_notebook(path)
+    if chapter is not None:
+        expect_chapter(nb, chapter, path)
+    elif not nb.metadata.get("course", {}).get("chapter"):
+        raise NotebookError(f"{path} is not a notebook of this course (it names no chapter).")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    return verdicts_of_executed(run_fresh(nb, path.parent.resolve()))
+
+
+def format_table(verdicts: list[Verdict]) -> str:
+    width = max([len(v.exercise) for v in verdicts] + [8])
+    lines = [f"{'exercise':<{width}}  {'status':<15} points"]
+    for v in verdicts:
+        lines.append(f"{v.exercise:<{width}}  {v.status:<15} {v.points:g}/{v.max_points:g}")
+        if v.message and v.status != MANUAL:
+            lines.extend(f"{'':<{width}}    {line}" for line in v.message.splitlines())
+    auto = [v for v in verdicts if v.status != MANUAL]
+    lines.append(f"total: {sum(v.points for v in auto):g}/{sum(v.max_points for v in auto):g} automatic points")
+    return "\n".join(lines)
+
+
+def _html_table(verdicts: list[Verdict]) -> str:
+    colour = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#9a6700", NOT_ATTEMPTED: "#57606a", MANUAL: "#0969da"}
+    rows = "".join(
+        f"<tr><td><code>{html.escape(v.exercise)}</code></td>"
+        f"<td style='color:{colour.get(v.status, '#000')};font-weight:bold'>{v.status}</td>"
+        f"<td>{v.points:g}/{v.max_points:g}</td>"
+        f"<td><pre style='margin:0;white-space:pre-wrap'>{html.escape(v.message)}</pre></td></tr>"
+        for v in verdicts
+    )
+    return (f"<table class='course-check'><tr><th>exercise</th><th>status</th><th>points</th>"
+            f"<th>message</th></tr>{rows}</table>")
+
+
+class Checker:
+    """`check()` for the whole saved notebook, `check("ex_id")` for one exercise, live."""
+
+    def __init__(self, chapter: str, notebook: str | Path | None = None):
+        self.chapter = chapter
+        self.notebook = Path(notebook) if notebook else None
+
+    def _path(self) -> Path:
+        if self.notebook:
+            return self.notebook
+        # JupyterLab tells the kernel which notebook it serves; fall back to the
+        # chapter's file name in the working folder (the notebook's own folder).
+        session = sys.modules["__main__"].__dict__.get("__session__")
+        if session and str(session).endswith(".ipynb") and Path(session).exists():
+            return Path(session)
+        return Path(f"{self.chapter}.ipynb")
+
+    def __call__(self, exercise: str | None = None):
+        if os.environ.get(RUNNING_ENV):
+            return None  # a check() left in a cell, reached while checking or grading
+        path = self._path()
+        try:
+            if exercise is None:
+                verdicts = check_notebook(path, self.chapter)
+            else:
+                verdicts = [self._run_visible_tests(path, exercise)]
+        except NotebookError as e:
+            _show_text(f"check: {e}")
+            return None
+        _show(verdicts, whole=exercise is None, path=path)
+        return verdicts
+
+    def _run_visible_tests(self, path: Path, exercise: str) -> Verdict:
+        nb = read_notebook(path)
+        expect_chapter(nb, self.chapter, path)
+        found = exercises(nb)
+        if exercise not in found:
+            known = ", ".join(e for e, ex in found.items() if not ex.manual)
+            raise NotebookError(f"no exercise {exercise!r} in {self.chapter}. Exercises: {known}.")
+        ex = found[exercise]
+        if ex.manual:
+            return Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points)
+        namespace = sys.modules["__main__"].__dict__
+        for i in ex.test_cells:
+            try:
+                exec(compile(nb.cells[i].source, f"<visible tests of {exercise}>", "exec"), namespace)
+            except Exception as e:  # the verdict names the exception; the student's cell shows the rest
+                status, message = verdict_from_error(exercise, (type(e).__name__, str(e)))
+                if status == "error":
+                    message += "\n" + "".join(traceback.format_exception(e)[-3:])
+                return Verdict(exercise, status, message, 0.0, ex.points)
+        return Verdict(exercise, "passed", "visible tests pass (hidden tests run at grading)", ex.points, ex.points)
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None and "IPKernelApp" in get_ipython().config
+    except ImportError:
+        return False
+
+
+def _show_text(text: str) -> None:
+    print(text)
+
+
+def _show(verdicts, whole: bool, path: Path) -> None:
+    header = f"Checked the saved file {path} in a fresh kernel" if whole else "Ran the visible tests in this kernel"
+    if _in_notebook():
+        from IPython.display import HTML, display
+        note = " (save with Ctrl+S first: unsaved edits are not seen)" if whole else ""
+        display(HTML(f"<p>{html.escape(header)}{note}</p>" + _html_table(verdicts)))
+    else:
+        print(header)
+        print(format_table(verdicts))

@@ -1,0 +1,13 @@
+"""The devices a test runs on: the CPU always, CUDA when a GPU is really there."""
+from __future__ import annotations
+
+import torch
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def devices() -> list[str]:
+    """Device types to compare on, in order; never pretends a GPU is present."""
+    return ["cpu"] + (["cuda"] if cuda_available() else [])

@@ -1,0 +1,49 @@
+"""Turn what a test cell printed into a verdict a student can act on.
+
+The same rules serve the student's check and the grader's feedback, so that a
+student sees the same words before and after submitting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PASSED, FAILED, NOT_ATTEMPTED, ERROR, MANUAL = "passed", "failed", "not attempted", "error", "manually graded"
+
+# Stubs raise this until the student writes code; nbgrader's stub does the same.
+_NOT_ATTEMPTED = {"NotImplementedError"}
+
+
+@dataclass
+class Verdict:
+    exercise: str
+    status: str
+    message: str = ""
+    points: float = 0.0
+    max_points: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PASSED, MANUAL)
+
+
+def error_of(cell) -> tuple[str, str] | None:
+    """The (exception name, message) a code cell ended with, if it raised."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            return out.get("ename", "Error"), out.get("evalue", "")
+    return None
+
+
+def verdict_from_error(exercise: str, error: tuple[str, str] | None) -> tuple[str, str]:
+    """(status, message) for a test cell that ended with `error` (None: it passed)."""
+    if error is None:
+        return PASSED, ""
+    ename, evalue = error
+    if ename in _NOT_ATTEMPTED:
+        return NOT_ATTEMPTED, "not attempted yet: the exercise still raises NotImplementedError."
+    if ename == "AssertionError":
+        return FAILED, evalue or (
+            "a test failed without a message. Compare your result with torch's on the "
+            "inputs of the visible tests above."
+        )
+    return ERROR, f"your code raised {ename}: {evalue}" if evalue else f"your code raised {ename}"
