@@ -1,0 +1,24 @@
+# The two commands: `make lab` starts the course, `make test` runs every test.
+# Both set up .venv themselves on first use (scripts/setup.sh).
+PORT ?= 8888
+VENV := .venv/bin
+
+.PHONY: lab test build check-release bench setup
+
+setup:
+	@scripts/setup.sh
+
+lab: setup
+	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=release
+
+test: setup
+	$(VENV)/python -m pytest -n auto --dist loadgroup
+
+build: setup
+	$(VENV)/autograder build
+
+check-release: setup
+	$(VENV)/autograder build --check
+
+bench: setup
+	$(VENV)/python benchmarks/run.py --quick

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Create or refresh the course's virtual environment in .venv.
+# Idempotent and quick when nothing changed: it reinstalls only when
+# pyproject.toml or constraints.txt differ from what the venv was made from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-}
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3.12 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+  done
+fi
+if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  echo "setup: Python 3.10 or newer is needed (3.11 recommended); set PYTHON=/path/to/python3.11." >&2
+  exit 1
+fi
+
+scripts/system-packages.sh
+
+stamp=.venv/.course-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
+  exit 0
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $("$PYTHON" --version)"
+  "$PYTHON" -m venv .venv
+fi
+echo "setup: installing the course and its tools into .venv (a few minutes the first time)"
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+echo "$want" > "$stamp"
+echo "setup: done"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages listed in scripts/system-packages.txt whose command
+# is missing. As root this uses apt-get; otherwise it names the command to run.
+set -euo pipefail
+cd "$(dirname "$0")"
+missing=()
+while read -r command package; do
+  case "$command" in ''|'#'*) continue ;; esac
+  command -v "$command" >/dev/null 2>&1 || missing+=("$package")
+done < system-packages.txt
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: missing system packages: ${missing[*]}" >&2
+  echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
