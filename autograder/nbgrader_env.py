@@ -26,6 +26,7 @@ def api(root: Path, db_url: str | None = None, **config):
     cfg.CourseDirectory.root = str(root)
     cfg.CourseDirectory.db_url = db_url or f"sqlite:///{root / 'gradebook.db'}"
     cfg.Exchange.root = str(root / "exchange")
+    (root / "exchange").mkdir(parents=True, exist_ok=True)  # nbgrader complains loudly when it is missing
     for key, value in config.items():
         cls, trait = key.split(".")
         cfg[cls][trait] = value

@@ -67,18 +67,28 @@ def verdicts_of_executed(nb) -> list[Verdict]:
     return result
 
 
-def check_notebook(path: str | Path, chapter: str | None = None) -> list[Verdict]:
-    """Run the notebook at `path` in a fresh kernel and return its verdicts."""
+def check_notebook(path: str | Path, chapter: str | None = None, exercise: str | None = None) -> list[Verdict]:
+    """Run the notebook at `path` in a fresh kernel and return its verdicts (only
+    `exercise`'s, when given: the run then stops after that exercise's tests)."""
     path = Path(path)
     nb = read_notebook(path)
     if chapter is not None:
         expect_chapter(nb, chapter, path)
     elif not nb.metadata.get("course", {}).get("chapter"):
         raise NotebookError(f"{path} is not a notebook of this course (it names no chapter).")
+    found = exercises(nb)
+    if exercise is not None:
+        ex = found.get(exercise)
+        if ex is None:
+            known = ", ".join(e for e, x in found.items() if not x.manual)
+            raise NotebookError(f"no exercise {exercise!r} in {path.name}. Exercises: {known}.")
+        if ex.test_cells:
+            nb.cells = nb.cells[: max(ex.test_cells) + 1]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
-    return verdicts_of_executed(run_fresh(nb, path.parent.resolve()))
+    verdicts = verdicts_of_executed(run_fresh(nb, path.parent.resolve()))
+    return [v for v in verdicts if exercise is None or v.exercise == exercise]
 
 
 def format_table(verdicts: list[Verdict]) -> str:
@@ -118,7 +128,7 @@ class Checker:
             return self.notebook
         # JupyterLab tells the kernel which notebook it serves; fall back to the
         # chapter's file name in the working folder (the notebook's own folder).
-        session = sys.modules["__main__"].__dict__.get("__session__")
+        session = _namespace().get("__session__")
         if session and str(session).endswith(".ipynb") and Path(session).exists():
             return Path(session)
         return Path(f"{self.chapter}.ipynb")
@@ -148,7 +158,7 @@ class Checker:
         ex = found[exercise]
         if ex.manual:
             return Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points)
-        namespace = sys.modules["__main__"].__dict__
+        namespace = _namespace()
         for i in ex.test_cells:
             try:
                 exec(compile(nb.cells[i].source, f"<visible tests of {exercise}>", "exec"), namespace)
@@ -158,6 +168,17 @@ class Checker:
                     message += "\n" + "".join(traceback.format_exception(e)[-3:])
                 return Verdict(exercise, status, message, 0.0, ex.points)
         return Verdict(exercise, "passed", "visible tests pass (hidden tests run at grading)", ex.points, ex.points)
+
+
+def _namespace() -> dict:
+    """The namespace the student's cells run in: IPython's user namespace in a kernel."""
+    try:
+        from IPython import get_ipython
+        if get_ipython() is not None:
+            return get_ipython().user_ns
+    except ImportError:
+        pass
+    return sys.modules["__main__"].__dict__
 
 
 def _in_notebook() -> bool:

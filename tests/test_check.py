@@ -1,0 +1,145 @@
+"""The student's check: `course check` in a shell and `check(...)` in a notebook."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.build import build
+from conftest import CHAPTERS
+from course.check import check_notebook
+from course.notebook import NotebookError, exercises
+from minicourse import write
+from notebook_runs import mutants_of
+
+pytestmark = pytest.mark.slow
+
+
+def course_check(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "course.cli", "check", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def _copy_chapter(chapter, notebook: Path, tmp_path: Path) -> Path:
+    """The notebook in a copy of its release folder (support files beside it, as a student has them)."""
+    release = chapter.source_dir.parent.parent / "release" / chapter.id
+    for f in release.rglob("*"):
+        if f.is_file():
+            (tmp_path / f.relative_to(release)).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / f.relative_to(release)).write_bytes(f.read_bytes())
+    target = tmp_path / chapter.notebook.name
+    target.write_bytes(notebook.read_bytes())
+    return target
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_solution_passes_and_exits_0(chapter, tmp_path):
+    done = course_check(_copy_chapter(chapter, chapter.notebook, tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    auto = [e for e, ex in exercises(nbformat.read(chapter.notebook, 4)).items() if not ex.manual]
+    for e in auto:
+        assert any(line.split()[:2] == [e, "passed"] for line in done.stdout.splitlines()), done.stdout
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_blank_is_not_attempted_and_exits_1(chapter, tmp_path):
+    release = chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name
+    done = course_check(_copy_chapter(chapter, release, tmp_path))
+    assert done.returncode == 1
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith("ex_")]
+    assert verdicts and all("not attempted" in line for line in verdicts), done.stdout
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_wrong_answer_fails_with_its_teaching_message_and_nothing_hidden_runs(chapter, tmp_path):
+    """One exercise answered wrongly in the student's (release) notebook: that one fails, with a message."""
+    nb = nbformat.read(chapter.notebook, as_version=4)
+    release = nbformat.read(chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name, 4)
+    exercise, cases = next(iter(mutants_of(chapter).items()))
+    wrong = next(iter(cases.values()))
+    # The student's notebook: every other exercise solved, this one wrong.
+    for ex in exercises(nb).values():
+        for i in ex.solution_cells:
+            release.cells[i].source = nb.cells[i].source if ex.id != exercise else wrong
+    path = tmp_path / "student.ipynb"
+    _copy_chapter(chapter, chapter.notebook, tmp_path)
+    nbformat.write(release, path)
+    verdicts = {v.exercise: v for v in check_notebook(path, chapter.id)}
+    assert verdicts[exercise].status in ("failed", "error") and verdicts[exercise].message
+    assert "Traceback" not in verdicts[exercise].message
+    others = [v for e, v in verdicts.items() if e != exercise and v.status != "manually graded"]
+    assert others and all(v.status == "passed" for v in others), others
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    root = write(tmp_path_factory.mktemp("mini"))
+    build(root)
+    return root / "release"
+
+
+def test_bad_inputs_get_clear_errors(mini, tmp_path):
+    broken = tmp_path / "01_alpha.ipynb"
+    broken.write_text('{"cells": [')
+    done = course_check(broken)
+    assert done.returncode == 2 and "is not valid JSON" in done.stderr and "Traceback" not in done.stderr
+    done = course_check(tmp_path / "nowhere.ipynb")
+    assert done.returncode == 2 and "no such notebook" in done.stderr
+    done = course_check(mini / "01_alpha" / "01_alpha.ipynb", "ex_nope")
+    assert done.returncode == 2 and "no exercise 'ex_nope'" in done.stderr and "ex_double" in done.stderr
+    plain = tmp_path / "plain.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), plain)
+    assert "not a notebook of this course" in course_check(plain).stderr
+    with pytest.raises(NotebookError, match="is chapter 01_alpha, but 02_beta was expected"):
+        check_notebook(mini / "01_alpha" / "01_alpha.ipynb", "02_beta")
+
+
+def _run_in_kernel(nb, cwd):
+    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def _stream(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_check_in_the_live_kernel(mini):
+    """check("ex_id") runs that exercise's visible tests against what is defined in the kernel now;
+    check() with no id re-runs the saved file in a fresh kernel."""
+    folder = mini / "01_alpha"
+    saved = nbformat.read(folder / "01_alpha.ipynb", 4)
+    nb = nbformat.read(folder / "01_alpha.ipynb", 4)
+    report = "from course import Checker\ncheck = Checker('01_alpha')\n"
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in [
+        report + "r = check('ex_double'); print('RESULT', r[0].status)",
+        "def double(box):\n    return Box(box.value * 2)",
+        "r = check('ex_double'); print('RESULT', r[0].status)",
+        "r = check('ex_nope'); print('RESULT', r)",
+        "r = check(); print('RESULT', [(v.exercise, v.status) for v in r])",
+    ]]
+    out = _run_in_kernel(nb, folder)
+    results = [_stream(c) for c in out.cells[-5:]]
+    assert "RESULT not attempted" in results[0]
+    assert "RESULT passed" in results[2], "the live check must see the definition made in the kernel"
+    assert "no exercise 'ex_nope'" in results[3] and "RESULT None" in results[3]
+    # The saved file is still blank, whatever the live kernel holds.
+    assert "RESULT [('ex_double', 'not attempted'), ('ex_text', 'not attempted')]" in results[4]
+    assert nbformat.read(folder / "01_alpha.ipynb", 4) == saved
+
+
+def test_a_check_left_in_the_notebook_does_not_recurse(mini, tmp_path):
+    nb = nbformat.read(mini / "01_alpha" / "01_alpha.ipynb", 4)
+    nb.cells.append(nbformat.v4.new_code_cell("from course import Checker\nChecker('01_alpha')()"))
+    path = mini / "01_alpha" / "with_check.ipynb"
+    nbformat.write(nb, path)
+    try:
+        verdicts = check_notebook(path, "01_alpha")
+    finally:
+        path.unlink()
+    assert [v.status for v in verdicts] == ["not attempted", "not attempted"]
