@@ -56,11 +56,19 @@ def randn(*shape, dtype=torch.float32, device: str = "cpu", requires_grad: bool 
 
 
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
-    """The same values as `t` in a non-contiguous layout (transposed or stepped), chosen at random."""
-    if t.dim() >= 2 and _rng.random() < 0.5:
-        return t.transpose(0, 1).contiguous().transpose(0, 1)
-    big = torch.empty(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype, device=t.device) if t.dim() else None
-    if big is None:
+    """The same values as `t` in a non-contiguous layout (transposed or stepped), chosen at
+    random. A tensor with no dimension longer than 1 has no such layout and comes back as is."""
+    long_dims = [d for d in range(t.dim()) if t.shape[d] > 1]
+    if not long_dims:
         return t
-    big[..., ::2] = t
-    return big[..., ::2]
+    if len(long_dims) >= 2 and _rng.random() < 0.5:
+        a, b = long_dims[0], long_dims[-1]
+        return t.transpose(a, b).contiguous().transpose(a, b)
+    d = _rng.choice(long_dims)
+    shape = list(t.shape)
+    shape[d] *= 2
+    big = torch.zeros(shape, dtype=t.dtype, device=t.device)
+    index = [slice(None)] * t.dim()
+    index[d] = slice(None, None, 2)
+    big[tuple(index)] = t
+    return big[tuple(index)]

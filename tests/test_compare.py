@@ -1,0 +1,98 @@
+"""The comparison helpers every chapter's tests use: they fail on wrong results, with teaching messages."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from course import compare, inputs
+from course.devices import devices
+
+
+def test_matching_result_passes():
+    x = inputs.randn(3, 4)
+    compare.assert_matches(x.clone(), x, "clone")
+    compare.assert_matches(x + 1e-7, x, "nearly equal within float32 tolerance")
+
+
+@pytest.mark.parametrize("ours,expected,needle", [
+    (torch.ones(3, 4), torch.ones(4, 3), "shape (3, 4) but torch has (4, 3)"),
+    (torch.ones(3, dtype=torch.float64), torch.ones(3), "dtype torch.float64 but torch has torch.float32"),
+    (torch.ones(3) * 1.001, torch.ones(3), "values differ from torch's"),
+    (None, torch.ones(2), "got None"),
+    ([1.0, 2.0], torch.ones(2), "got a list"),
+])
+def test_mismatch_is_named(ours, expected, needle):
+    with pytest.raises(AssertionError, match="f\\(x\\): ") as e:
+        compare.assert_matches(ours, expected, "f(x)")
+    assert needle in str(e.value)
+    assert "COURSE_SEED=" in str(e.value), "every failure says how to replay its random inputs"
+
+
+def test_tolerance_follows_the_dtype():
+    a = torch.tensor([1.0], dtype=torch.float64)
+    compare.assert_matches(a + 1e-9, a, "float64 within its tolerance")
+    with pytest.raises(AssertionError):
+        compare.assert_matches(a + 1e-5, a, "float64 beyond its tolerance")
+    compare.assert_matches(torch.tensor([1.0]) + 1e-6, torch.tensor([1.0]), "float32 within its tolerance")
+
+
+def test_layout_checks():
+    x = torch.arange(12.0).reshape(3, 4)
+    with pytest.raises(AssertionError, match=r"stride \(1, 4\) but torch has \(3, 1\)"):
+        compare.assert_matches(x.t(), x.t().contiguous(), "transpose(0, 1)", check_strides=True)
+    with pytest.raises(AssertionError, match="storage offset 4 but torch has 0"):
+        compare.assert_matches(x[1], x[1].clone(), "x[1]", check_offset=True)
+    compare.assert_shares_memory(x[1], x, "x[1]")
+    with pytest.raises(AssertionError, match="made a copy"):
+        compare.assert_shares_memory(x[1].clone(), x, "x[1]")
+    with pytest.raises(AssertionError, match="returned a view"):
+        compare.assert_no_shared_memory(x[1], x, "x[1].clone()")
+
+
+def test_assert_raises_names_what_happened():
+    compare.assert_raises(ValueError, int, "int('x')", "x")
+    with pytest.raises(AssertionError, match="returned 3 but torch raises ValueError"):
+        compare.assert_raises(ValueError, int, "int('3')", "3")
+    with pytest.raises(AssertionError, match="raised TypeError .* but torch raises ValueError"):
+        compare.assert_raises(ValueError, int, "int(None)", None)
+
+
+def test_frameworks_tensor_is_compared_through_to_torch():
+    class Foreign:
+        def __init__(self, t):
+            self.t = t
+
+        def to_torch(self):
+            return self.t
+    compare.assert_matches(Foreign(torch.ones(2)), torch.ones(2), "a picotorch tensor")
+    with pytest.raises(AssertionError):
+        compare.assert_matches(Foreign(torch.zeros(2)), torch.ones(2), "a picotorch tensor")
+
+
+def _draw(seed):
+    code = "from course import inputs; print(inputs.randn(4).tolist(), inputs.shape())"
+    env = {"COURSE_SEED": str(seed)} if seed is not None else {}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **env}).stdout
+
+
+def test_inputs_differ_per_run_and_replay_with_the_seed():
+    assert _draw(None) != _draw(None)
+    assert _draw(1234) == _draw(1234)
+
+
+def test_noncontiguous_keeps_values():
+    for _ in range(20):
+        t = inputs.randn(inputs.shape(ndim=(1, 3)))
+        n = inputs.noncontiguous(t)
+        assert torch.equal(n, t)
+        if max(t.shape) > 1:
+            assert not n.is_contiguous(), f"noncontiguous({tuple(t.shape)}) gave strides {n.stride()}"
+
+
+def test_devices_never_pretend():
+    assert devices()[0] == "cpu"
+    assert ("cuda" in devices()) == torch.cuda.is_available()
