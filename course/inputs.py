@@ -19,8 +19,15 @@ def seed() -> int:
     return _seed
 
 
+def reseed(new_seed: int) -> None:
+    """Draw the same inputs as the run whose failure message named `new_seed`."""
+    global _seed, _rng
+    _seed, _rng = new_seed, random.Random(new_seed)
+
+
 def replay_hint() -> str:
-    return f"\n  (random inputs, seed {_seed}: set COURSE_SEED={_seed} to replay them)"
+    return (f"\n  (random inputs, seed {_seed}: run course.inputs.reseed({_seed}) before the tests, "
+            f"or set COURSE_SEED={_seed}, to replay them)")
 
 
 def generator(device: str = "cpu") -> torch.Generator:

@@ -96,3 +96,12 @@ def test_noncontiguous_keeps_values():
 def test_devices_never_pretend():
     assert devices()[0] == "cpu"
     assert ("cuda" in devices()) == torch.cuda.is_available()
+
+
+def test_reseed_replays_the_same_inputs():
+    inputs.reseed(99)
+    first = inputs.randn(5), inputs.shape()
+    inputs.reseed(99)
+    again = inputs.randn(5), inputs.shape()
+    assert torch.equal(first[0], again[0]) and first[1] == again[1]
+    assert "reseed(99)" in inputs.replay_hint()
