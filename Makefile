@@ -2,6 +2,8 @@
 # Both set up .venv themselves on first use (scripts/setup.sh).
 PORT ?= 8888
 VENV := .venv/bin
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test build check-release bench setup
 
@@ -9,7 +11,7 @@ setup:
 	@scripts/setup.sh
 
 lab: setup
-	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=release
+	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=release $(ALLOW_ROOT)
 
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup
