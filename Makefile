@@ -1,6 +1,8 @@
 # The two commands: `make lab` starts the course, `make test` runs every test.
 # Both set up .venv themselves on first use (scripts/setup.sh).
 PORT ?= 8888
+RELEASE ?= release
+LAB_ARGS ?=
 VENV := .venv/bin
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -11,7 +13,7 @@ setup:
 	@scripts/setup.sh
 
 lab: setup
-	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=release $(ALLOW_ROOT)
+	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=$(RELEASE) $(ALLOW_ROOT) $(LAB_ARGS)
 
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup

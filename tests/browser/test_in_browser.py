@@ -1,0 +1,176 @@
+"""The student's view, in a real browser: JupyterLab from `make lab` on a copy of
+release/, every chapter's notebook run cell by cell, its widgets clicked, the
+course's check and nbgrader's Validate button used as a student would.
+
+Needs Debian's chromium (scripts/setup.sh installs it) and Playwright's Python
+package (the dev extra); Playwright's own browser download is not used.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import CHAPTERS, REPO
+from course.notebook import exercises
+
+playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`make lab` on a temporary copy of release/; yields (base URL, token)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: run scripts/setup.sh as root, or apt-get install chromium")
+    release = tmp_path_factory.mktemp("lab") / "release"
+    shutil.copytree(REPO / "release", release)
+    port = _free_port()
+    proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"PORT={port}", f"RELEASE={release}",
+                             "LAB_ARGS=--LabApp.expose_app_in_browser=True"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    url, deadline = None, time.time() + 120
+    while url is None and time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = re.search(rf"(http://127\.0\.0\.1:{port})/lab\?token=(\w+)", line)
+        url = m.groups() if m else None
+    try:
+        assert url, "make lab printed no URL"
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+_RUN_ALL_ONE_BY_ONE = """async () => {
+  // JupyterLab's Run All stops at the first error; a student's blank notebook has
+  // many, so run each cell in turn, as a student pressing Shift+Enter would.
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.sessionContext.ready;
+  const nb = panel.content;
+  for (let i = 0; i < nb.widgets.length; i++) {
+    nb.activeCellIndex = i;
+    await window.jupyterapp.commands.execute('notebook:run-cell');
+  }
+  return nb.widgets.length;
+}"""
+
+
+def open_notebook(browser, lab, chapter):
+    base, token = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/lab/tree/{chapter.id}/{chapter.notebook.name}?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function("window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
+                           timeout=60_000)
+    return page
+
+
+def widget_cells(chapter) -> int:
+    nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+    return sum("course.widgets" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_release_notebook_runs_and_its_widgets_respond(browser, lab, chapter):
+    page = open_notebook(browser, lab, chapter)
+    try:
+        n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)
+        nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+        assert n_cells == len(nb.cells)
+        title = nb.metadata["course"].get("title", "")
+        assert title in page.locator(".jp-MarkdownOutput h1").first.text_content(), "the prose did not render"
+        text = page.locator(".jp-Notebook").text_content()
+        auto = [e for e, ex in exercises(nb).items() if not ex.manual]
+        assert text.count("raise NotImplementedError()") >= len(auto), "the exercise stubs are not shown"
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        failed = sum("NotImplementedError" in errors.nth(i).text_content() for i in range(errors.count()))
+        assert failed >= len(auto), f"{failed} visible test cells failed on the blank notebook; expected {len(auto)}"
+
+        widgets = page.locator(".jp-OutputArea-output .widget-vbox")
+        assert widgets.count() >= widget_cells(chapter), "a widget did not render"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for i in range(widget_cells(chapter)):
+            widget = widgets.nth(i)
+            widget.scroll_into_view_if_needed()
+            widget.screenshot(path=str(ARTIFACTS / f"{chapter.id}-widget{i}.png"))
+            before = widget.inner_text()
+            widget.locator("button").first.click()
+            page.wait_for_function("([el, before]) => el.innerText !== before",
+                                   arg=[widget.element_handle(), before], timeout=10_000)
+            widget.screenshot(path=str(ARTIFACTS / f"{chapter.id}-widget{i}-after-click.png"))
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_pasted_solution_passes_the_check_and_validate_agrees(browser, lab, chapter):
+    source = nbformat.read(chapter.notebook, 4)
+    first = next(ex for ex in exercises(source).values() if not ex.manual)
+    solution = source.cells[first.solution_cells[0]].source
+    test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
+    page = open_notebook(browser, lab, chapter)
+    try:
+        page.evaluate("""async ([index, code]) => {
+          const panel = window.jupyterapp.shell.currentWidget;
+          panel.content.widgets[index].model.sharedModel.setSource(code);
+          await window.jupyterapp.commands.execute('docmanager:save');
+        }""", [first.solution_cells[0], solution])
+        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+        page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
+        table = page.locator("table.course-check")
+        table.wait_for(timeout=180_000)
+        row = table.locator("tr", has_text=first.id)
+        assert "passed" in row.inner_text(), row.inner_text()
+        others = table.locator("tr", has_text="not attempted")
+        assert others.count() >= 1, "the other exercises are still blank"
+
+        page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
+        dialog = page.locator(".jp-Dialog")
+        dialog.wait_for(timeout=180_000)
+        page.wait_for_function("!document.querySelector('.jp-Dialog').innerText.includes('Validating')",
+                               timeout=180_000)
+        report = dialog.inner_text()
+        page.screenshot(path=str(ARTIFACTS / f"{chapter.id}-validate.png"))
+        assert "NotImplementedError" in report, "Validate must report the blank exercises as failing"
+        assert test_cell_source not in report, f"Validate reports {first.id} as failing, but check() passed it"
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if widget_cells(c)], ids=lambda c: c.id)
+def test_readme_shows_a_screenshot_of_each_chapters_widgets(chapter):
+    readme = (REPO / "README.md").read_text()
+    shots = re.findall(rf"docs/screenshots/({chapter.id}-[\w-]+\.png)", readme)
+    assert shots, f"the README shows no screenshot of {chapter.id}'s widgets"
+    assert all((REPO / "docs" / "screenshots" / s).exists() for s in shots)
