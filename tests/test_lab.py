@@ -3,43 +3,20 @@ nbgrader and ipywidgets extensions loaded (the browser tests drive it further)."
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from lab_server import running_lab
 
 
 @pytest.fixture()
-def lab(repo):
-    port = _free_port()
-    proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"PORT={port}"], cwd=repo,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url, seen, deadline = None, [], time.time() + 120
-    try:
-        while time.time() < deadline and url is None:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            m = re.search(rf"(http://127\.0\.0\.1:{port}/lab\?token=\w+)", line)
-            url = m.group(1) if m else None
-        assert url, "make lab printed no URL:\n" + "".join(seen[-20:])
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+def lab():
+    with running_lab() as (base, token):
+        yield f"{base}/lab?token={token}"
 
 
 def _get(url, tries: int = 20):

@@ -7,13 +7,8 @@ package (the dev extra); Playwright's own browser download is not used.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import nbformat
@@ -21,6 +16,7 @@ import pytest
 
 from conftest import CHAPTERS, REPO
 from course.notebook import exercises
+from lab_server import running_lab
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
@@ -31,12 +27,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """`make lab` on a temporary copy of release/; yields (base URL, token)."""
@@ -44,24 +34,8 @@ def lab(tmp_path_factory):
         pytest.fail("Debian's chromium is missing: run scripts/setup.sh as root, or apt-get install chromium")
     release = tmp_path_factory.mktemp("lab") / "release"
     shutil.copytree(REPO / "release", release)
-    port = _free_port()
-    proc = subprocess.Popen(["make", "--no-print-directory", "lab", f"PORT={port}", f"RELEASE={release}",
-                             "LAB_ARGS=--LabApp.expose_app_in_browser=True"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    url, deadline = None, time.time() + 120
-    while url is None and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(rf"(http://127\.0\.0\.1:{port})/lab\?token=(\w+)", line)
-        url = m.groups() if m else None
-    try:
-        assert url, "make lab printed no URL"
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    with running_lab(release, "--LabApp.expose_app_in_browser=True") as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
