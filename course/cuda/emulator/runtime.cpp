@@ -1,0 +1,898 @@
+// runtime.cpp: the machinery behind cuda_emu.h.
+//
+// One launch at a time.  A launch runs its blocks one after another; each
+// block runs as blockDim.x*y*z OS threads taken from a pool that lives as
+// long as the process, so that threads are created once, not per block.
+// Worker i always runs the thread of linear index i, which is what lets a
+// sanitizer report name a CUDA thread from an OS thread's name.
+//
+//   __syncthreads()   a barrier over the block's threads that have not
+//                     returned; a barrier some threads skip by returning is
+//                     reported as a warning (undefined on a GPU).
+//   warp functions    a rendezvous of the lanes named in the mask, inside the
+//                     lane's warp; each participant hands in a 64-bit value
+//                     and gets everybody's back (cuda_emu.h does the rest).
+//   deadlocks         found when every live thread of the block waits and
+//                     nothing has moved for a few ticks; the launch then fails
+//                     with where each thread waits.
+//   memory counters   the kernel is compiled with GCC's address-sanitizer
+//                     instrumentation in "kernel" mode, which calls the
+//                     __asan_loadN/__asan_storeN functions below for every
+//                     load and store; they are classified by address into
+//                     the launch's tensors (global memory) and the block's
+//                     shared memory, and anything else (locals, builtins) is
+//                     not counted.
+//
+// Compiled with -DEMU_SANITIZE into the AddressSanitizer and ThreadSanitizer
+// harnesses (harness.cpp), where the real sanitizer owns the __asan_ names and
+// there is nothing to count.
+// The C++ library comes first: cuda_emu.h defines keywords such as
+// __noinline__ that libstdc++ spells inside its own attributes.
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdlib>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_emu.h"
+#include "runtime.h"
+
+extern "C" {
+__thread uint3 emu_thread_idx;
+uint3 emu_block_idx;
+dim3 emu_block_dim;
+dim3 emu_grid_dim;
+alignas(64) unsigned char emu_dynamic_shared[EMU_MAX_DYNAMIC_SHARED];
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Thrown inside a CUDA thread that waits when the launch is given up
+// (deadlock, timeout, interrupt); caught where the worker called the kernel.
+struct Abort {};
+
+enum WaitKind { NOT_WAITING = 0, AT_SYNCTHREADS = 1, AT_WARP = 2 };
+
+struct Rendezvous {
+  unsigned mask = 0, present = 0, readers = 0;
+  int waiting = 0;
+  bool done = false;
+  unsigned long long vals[32] = {};
+};
+
+struct Warp {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned live = 0;  // lanes that exist and have not returned
+  std::list<Rendezvous> open;
+};
+
+struct ThreadWait {
+  std::atomic<int> kind{NOT_WAITING};
+  std::atomic<int> line{0};
+  std::atomic<const char*> what{nullptr};
+  std::atomic<unsigned> mask{0};
+};
+
+struct Warning {
+  std::string key, text;
+  unsigned long long count;
+};
+
+struct Launch {
+  emu_launch_config* cfg = nullptr;
+  emu_thunk thunk = nullptr;
+  void** args = nullptr;
+  const void* module = nullptr;
+  int threads = 0;  // per block
+  bool counting = false;
+
+  // The current block.  `m` guards the barrier; each warp has its own lock,
+  // so that a warp exchange orders memory only inside its warp, as on a GPU.
+  std::mutex m;
+  std::condition_variable cv;
+  int live = 0, arrived = 0;
+  unsigned long long generation = 0;
+  int barrier_line = 0, other_barrier_line = 0;
+  int red_count = 0, red_and = 1, red_or = 0;
+  int result_count = 0, result_and = 1, result_or = 0;
+  std::unique_ptr<Warp[]> warps;
+  std::unique_ptr<ThreadWait[]> waits;
+
+  std::atomic<int> live_now{0};
+  std::atomic<int> blocked{0};
+  std::atomic<unsigned long long> progress{0};
+  std::atomic<bool> abort{false};
+
+  std::mutex done_m;
+  std::condition_variable done_cv;
+  int done = 0;
+
+  std::atomic<unsigned long long> totals[EMU_COUNTERS] = {};
+  std::atomic<unsigned long long> dynamic_overflow{0};
+
+  std::mutex warn_m;
+  std::vector<Warning> warnings;
+  std::string error;
+};
+
+struct Counters {
+  unsigned long long c[EMU_COUNTERS];
+};
+
+enum WorkerState { WORKER_IDLE = 0, WORKER_RUNNING = 1, WORKER_PARKED = 2 };
+
+struct Worker {
+  int index = 0;
+  std::atomic<int> state{WORKER_IDLE};
+  pthread_t thread{};
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned long long job = 0;
+  Launch* launch = nullptr;
+  bool retire = false;
+};
+
+std::mutex g_launch_mutex;  // one launch at a time in this process
+std::vector<Worker*> g_pool;
+std::atomic<bool> g_abort_requested{false};
+
+__thread Launch* t_launch = nullptr;
+__thread Worker* t_worker = nullptr;
+__thread int t_tid = 0;
+__thread int t_lane = 0;
+__thread Warp* t_warp = nullptr;
+__thread Counters* t_counters = nullptr;
+__thread uintptr_t t_stack_lo = 0, t_stack_hi = 0;
+
+// Shared variables, registered as their declarations are first reached.
+struct SharedRange {
+  const void* module;
+  uintptr_t lo, hi;
+};
+constexpr int kMaxShared = 4096;
+SharedRange g_shared[kMaxShared];
+std::atomic<int> g_n_shared{0};
+std::mutex g_shared_m;
+
+// Uninitialised shared memory on a GPU holds whatever the last block left.
+// Here it holds all one bits (NaN, -1) at the start of every block, so that a
+// kernel which reads shared memory it never wrote gets visibly wrong results.
+constexpr unsigned char kPoison = 0xff;
+
+// One warning per kind and source line, however many threads run into it:
+// the first thread's words, and how often it happened.
+void warn(Launch& L, const std::string& key, const std::string& text) {
+  std::lock_guard<std::mutex> lk(L.warn_m);
+  for (Warning& w : L.warnings)
+    if (w.key == key) {
+      w.count++;
+      return;
+    }
+  if (L.warnings.size() < 20) L.warnings.push_back(Warning{key, text, 1});
+}
+
+std::string format(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string thread_name(int tid) {
+  const dim3& b = emu_block_dim;
+  unsigned x = tid % b.x, y = (tid / b.x) % b.y, z = tid / (b.x * b.y);
+  return format("(%u,%u,%u)", x, y, z);
+}
+
+std::string block_name() {
+  return format("(%u,%u,%u)", emu_block_idx.x, emu_block_idx.y, emu_block_idx.z);
+}
+
+// ---------------------------------------------------------------- barriers
+
+void complete_barrier(Launch& L, int waiters) {
+  if (L.live < L.threads)
+    warn(L, format("partial barrier %d", L.barrier_line),
+         format("__syncthreads() on line %d was passed by %d of the %d threads of block %s: the others had "
+                "returned. On a GPU a barrier that not every thread reaches is undefined behaviour (it may hang).",
+                L.barrier_line, L.arrived, L.threads, block_name().c_str()));
+  if (L.other_barrier_line)
+    warn(L, format("mixed barriers %d %d", L.barrier_line, L.other_barrier_line),
+         format("threads of block %s met at different __syncthreads() calls (lines %d and %d) in one barrier. "
+                "On a GPU every thread of a block must reach the same __syncthreads().",
+                block_name().c_str(), L.barrier_line, L.other_barrier_line));
+  L.result_count = L.red_count;
+  L.result_and = L.red_and;
+  L.result_or = L.red_or;
+  L.arrived = 0;
+  L.other_barrier_line = 0;
+  L.generation++;
+  L.blocked -= waiters;
+  L.progress++;
+  L.cv.notify_all();
+}
+
+int barrier(int line, int op, int predicate) {
+  Launch& L = *t_launch;
+  std::unique_lock<std::mutex> lk(L.m);
+  if (L.abort) throw Abort();
+  if (L.arrived == 0) {
+    L.barrier_line = line;
+    L.red_count = 0;
+    L.red_and = 1;
+    L.red_or = 0;
+  } else if (line != L.barrier_line) {
+    L.other_barrier_line = line;
+  }
+  L.red_count += predicate != 0;
+  L.red_and = L.red_and && predicate != 0;
+  L.red_or = L.red_or || predicate != 0;
+  L.arrived++;
+  unsigned long long my_generation = L.generation;
+  if (L.arrived == L.live) {
+    complete_barrier(L, L.arrived - 1);
+  } else {
+    ThreadWait& w = L.waits[t_tid];
+    w.line = line;
+    w.what = "__syncthreads()";
+    w.kind = AT_SYNCTHREADS;
+    L.blocked++;
+    L.cv.wait(lk, [&] { return L.generation != my_generation || L.abort; });
+    w.kind = NOT_WAITING;
+    if (L.generation == my_generation) throw Abort();
+  }
+  return op == 0 ? L.result_count : op == 1 ? L.result_and : L.result_or;
+}
+
+// ---------------------------------------------------------------- warps
+
+bool try_complete(Launch& L, Warp& w, Rendezvous& r) {
+  if ((r.mask & w.live) & ~r.present) return false;
+  r.done = true;
+  L.blocked -= r.waiting;
+  r.waiting = 0;
+  L.progress++;
+  w.cv.notify_all();
+  return true;
+}
+
+void thread_returned(Launch& L, int tid) {
+  {
+    std::lock_guard<std::mutex> lk(L.m);
+    L.live--;
+    L.live_now = L.live;
+    if (L.arrived > 0 && L.arrived == L.live) complete_barrier(L, L.arrived);
+    L.progress++;
+  }
+  Warp& w = L.warps[tid / 32];
+  std::lock_guard<std::mutex> lk(w.m);
+  w.live &= ~(1u << (tid % 32));
+  for (Rendezvous& r : w.open)
+    if (!r.done) try_complete(L, w, r);
+}
+
+// ---------------------------------------------------------------- memory
+
+int classify(Launch& L, uintptr_t a) {
+  uintptr_t dyn = reinterpret_cast<uintptr_t>(emu_dynamic_shared);
+  if (a - dyn < EMU_MAX_DYNAMIC_SHARED) {
+    if (a - dyn >= L.cfg->shared_mem) {
+      L.dynamic_overflow++;
+      return 2;
+    }
+    return 2;
+  }
+  int n = g_n_shared.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (a >= g_shared[i].lo && a < g_shared[i].hi) return 2;
+  for (unsigned i = 0; i < L.cfg->n_buffers; ++i)
+    if (a >= L.cfg->buffers[i].lo && a < L.cfg->buffers[i].hi) return 1;
+  return 0;
+}
+
+[[noreturn]] void park();
+void give_up(Launch& L, const std::string& why);
+
+// How far outside a tensor an access still counts as "just past it".  An
+// off-by-one or a missing bound lands here; nothing the kernel may touch
+// (its stack, the builtins, a loaded library) does, and those are excluded
+// explicitly anyway.
+constexpr uintptr_t kNearTensor = 4096;
+
+bool near_a_tensor(Launch& L, uintptr_t a, unsigned* which) {
+  for (unsigned i = 0; i < L.cfg->n_buffers; ++i) {
+    const emu_range& r = L.cfg->buffers[i];
+    if ((a >= r.hi && a - r.hi < kNearTensor) || (a < r.lo && r.lo - a <= kNearTensor)) {
+      *which = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool belongs_elsewhere(uintptr_t a) {
+  if (a >= t_stack_lo && a < t_stack_hi) return true;
+  uintptr_t tls = reinterpret_cast<uintptr_t>(&emu_thread_idx);
+  if (a + 256 >= tls && a < tls + 256) return true;
+  Dl_info info;
+  return dladdr(reinterpret_cast<void*>(a), &info) != 0 && info.dli_fname != nullptr;
+}
+
+// An ordinary launch runs in the student's Python process, where writing past
+// a tensor would corrupt Python's own memory and crash it later, far from the
+// bug.  The memory counter sees every access before it happens, so an access
+// right next to a tensor is stopped here: the launch is given up and the
+// thread parks before the access is made.
+[[noreturn]] void out_of_bounds(Launch& L, uintptr_t a, unsigned long long bytes, int store, unsigned which,
+                                void* pc) {
+  {
+    std::lock_guard<std::mutex> lk(L.warn_m);
+    emu_launch_config* cfg = L.cfg;
+    if (!cfg->fault) {
+      cfg->fault = 1;
+      cfg->fault_store = store;
+      cfg->fault_size = (unsigned)bytes;
+      cfg->fault_buffer = which;
+      cfg->fault_offset = (long long)(a - cfg->buffers[which].lo);
+      Dl_info info;
+      if (dladdr(pc, &info) && info.dli_fname) {
+        cfg->fault_pc = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+        snprintf(cfg->fault_module, sizeof cfg->fault_module, "%s", info.dli_fname);
+      }
+      cfg->fault_block[0] = emu_block_idx.x;
+      cfg->fault_block[1] = emu_block_idx.y;
+      cfg->fault_block[2] = emu_block_idx.z;
+      cfg->fault_thread[0] = emu_thread_idx.x;
+      cfg->fault_thread[1] = emu_thread_idx.y;
+      cfg->fault_thread[2] = emu_thread_idx.z;
+    }
+  }
+  give_up(L, "out-of-bounds access");
+  park();
+}
+
+inline void count_access(uintptr_t a, unsigned long long bytes, int store, void* pc) {
+  Counters* c = t_counters;
+  if (!c) return;
+  Launch& L = *t_launch;
+  if (L.abort.load(std::memory_order_relaxed)) park();
+  int space = classify(L, a);
+  if (space == 1) {
+    c->c[EMU_GLOBAL_LOADS + store]++;
+    c->c[EMU_GLOBAL_LOAD_BYTES + store] += bytes;
+  } else if (space == 2) {
+    c->c[EMU_SHARED_LOADS + store]++;
+    c->c[EMU_SHARED_LOAD_BYTES + store] += bytes;
+  } else {
+    unsigned which;
+    if (near_a_tensor(L, a, &which) && !belongs_elsewhere(a)) out_of_bounds(L, a, bytes, store, which, pc);
+  }
+}
+
+void count_atomic(void* p) {
+  Counters* c = t_counters;
+  if (!c) return;
+  int space = classify(*t_launch, reinterpret_cast<uintptr_t>(p));
+  if (space == 1) c->c[EMU_GLOBAL_ATOMICS]++;
+  if (space == 2) c->c[EMU_SHARED_ATOMICS]++;
+}
+
+void poison_shared(Launch& L) {
+  int n = g_n_shared.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) memset(reinterpret_cast<void*>(g_shared[i].lo), kPoison, g_shared[i].hi - g_shared[i].lo);
+  memset(emu_dynamic_shared, kPoison, L.cfg->shared_mem);
+}
+
+// ---------------------------------------------------------------- threads
+
+void run_thread(Worker* me, Launch& L, int tid) {
+  t_launch = &L;
+  t_worker = me;
+  t_tid = tid;
+  t_lane = tid % 32;
+  t_warp = &L.warps[tid / 32];
+  const dim3& b = emu_block_dim;
+  emu_thread_idx = uint3{tid % b.x, (tid / b.x) % b.y, tid / (b.x * b.y)};
+  Counters counters = {};
+  t_counters = L.counting ? &counters : nullptr;
+  try {
+    L.thunk(L.args);
+  } catch (const Abort&) {
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(L.warn_m);
+    if (L.error.empty()) L.error = "your kernel threw a C++ exception (thread " + thread_name(tid) + ").";
+  }
+  t_counters = nullptr;
+  for (int i = 0; i < EMU_COUNTERS; ++i)
+    if (counters.c[i]) L.totals[i] += counters.c[i];
+  thread_returned(L, tid);
+  me->state = WORKER_IDLE;
+  std::lock_guard<std::mutex> lk(L.done_m);
+  if (++L.done == L.threads) L.done_cv.notify_all();
+}
+
+// A thread caught in the memory counter of a launch that was given up (say,
+// an endless loop) cannot be unwound from there, so it stops forever and
+// its worker is replaced.  It only sleeps; it holds no lock.
+[[noreturn]] void park() {
+  Launch& L = *t_launch;
+  t_counters = nullptr;
+  t_worker->state = WORKER_PARKED;
+  {
+    std::lock_guard<std::mutex> lk(L.done_m);
+    if (++L.done == L.threads) L.done_cv.notify_all();
+  }
+  for (;;) pause();
+}
+
+void* worker_main(void* arg) {
+  Worker* w = static_cast<Worker*>(arg);
+  char name[16];
+  snprintf(name, sizeof name, "cuda-t%d", w->index);
+  pthread_setname_np(pthread_self(), name);
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* lo;
+    size_t size;
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      t_stack_lo = reinterpret_cast<uintptr_t>(lo);
+      t_stack_hi = t_stack_lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  unsigned long long seen = 0;
+  for (;;) {
+    Launch* L;
+    {
+      std::unique_lock<std::mutex> lk(w->m);
+      w->cv.wait(lk, [&] { return w->job != seen || w->retire; });
+      if (w->retire) return nullptr;
+      seen = w->job;
+      L = w->launch;
+    }
+    run_thread(w, *L, w->index);
+    std::lock_guard<std::mutex> lk(w->m);
+    if (w->retire) return nullptr;
+  }
+}
+
+bool grow_pool(int n) {
+  if ((int)g_pool.size() < n) g_pool.resize(n, nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (g_pool[i]) continue;
+    Worker* w = new Worker;
+    w->index = i;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 4u << 20);
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      delete w;
+      return false;
+    }
+    pthread_detach(w->thread);
+    g_pool[i] = w;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- deadlocks
+
+std::string describe_waits(Launch& L) {
+  struct Group {
+    int kind, line;
+    const char* what;
+    unsigned mask;
+    int first, last, count;
+  };
+  std::vector<Group> groups;
+  int returned = 0;
+  for (int t = 0; t < L.threads; ++t) {
+    ThreadWait& w = L.waits[t];
+    int kind = w.kind;
+    if (kind == NOT_WAITING) {
+      returned++;
+      continue;
+    }
+    Group g{kind, w.line, w.what, kind == AT_WARP ? w.mask.load() : 0u, t, t, 1};
+    if (!groups.empty()) {
+      Group& last = groups.back();
+      if (last.kind == g.kind && last.line == g.line && last.what == g.what && last.mask == g.mask) {
+        last.last = t;
+        last.count++;
+        continue;
+      }
+    }
+    groups.push_back(g);
+  }
+  std::string s = "deadlock in block " + block_name() + ": every thread that has not returned is waiting.\n";
+  for (const Group& g : groups) {
+    s += format("  %d thread%s %s%s%s wait at %s on line %d", g.count, g.count == 1 ? "" : "s",
+                thread_name(g.first).c_str(), g.count > 1 ? " to " : "",
+                g.count > 1 ? thread_name(g.last).c_str() : "", g.what ? g.what : "?", g.line);
+    if (g.kind == AT_WARP) s += format(" (mask 0x%08x)", g.mask);
+    s += "\n";
+  }
+  if (returned) s += format("  %d thread%s had returned.\n", returned, returned == 1 ? "" : "s");
+  s += "On a GPU this kernel would hang. Every thread of a block must reach the same __syncthreads(), "
+       "and every lane named in a warp function's mask must call it with the same mask.";
+  return s;
+}
+
+void give_up(Launch& L, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(L.warn_m);
+    if (L.error.empty()) L.error = why;
+  }
+  L.abort = true;
+  {
+    std::lock_guard<std::mutex> lk(L.m);
+    L.cv.notify_all();
+  }
+  for (int i = 0; i < (L.threads + 31) / 32; ++i) {
+    std::lock_guard<std::mutex> lk(L.warps[i].m);
+    L.warps[i].cv.notify_all();
+  }
+}
+
+// Waits for the block's threads; false if the launch was given up.
+bool wait_for_block(Launch& L, Clock::time_point start) {
+  const auto tick = std::chrono::milliseconds(20);
+  int still = 0;
+  unsigned long long seen_progress = L.progress;
+  Clock::time_point abort_seen{};
+  std::unique_lock<std::mutex> lk(L.done_m);
+  while (L.done < L.threads) {
+    L.done_cv.wait_for(lk, tick);
+    if (L.done >= L.threads) break;
+    if (L.abort) {
+      // Threads that were waiting unwind at once; one in an endless loop
+      // stops at its next memory access.  One that never touches memory
+      // again is left behind after a grace period.
+      if (abort_seen == Clock::time_point{}) abort_seen = Clock::now();
+      if (Clock::now() - abort_seen > std::chrono::seconds(2)) return false;
+      continue;
+    }
+    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    unsigned long long p = L.progress;
+    bool stuck = L.blocked.load() >= L.live_now.load() && L.live_now.load() > 0 && p == seen_progress;
+    still = stuck ? still + 1 : 0;
+    seen_progress = p;
+    std::string why;
+    if (g_abort_requested.exchange(false)) why = "the launch was interrupted.";
+    else if (L.cfg->timeout_s > 0 && elapsed > L.cfg->timeout_s)
+      why = format("the kernel did not finish within %g s (an endless loop?).", L.cfg->timeout_s);
+    else if (still >= 3) why = describe_waits(L);
+    if (!why.empty()) {
+      lk.unlock();
+      give_up(L, why);
+      lk.lock();
+    }
+  }
+  return !L.abort;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- C API
+
+extern "C" {
+
+void emu_syncthreads(int line) { barrier(line, 0, 0); }
+int emu_syncthreads_reduce(int predicate, int op, int line) { return barrier(line, op, predicate); }
+
+void emu_warp_exchange(unsigned mask, unsigned long long value, const char* what, int line,
+                       unsigned long long* values, unsigned* present) {
+  Launch& L = *t_launch;
+  Warp& w = *t_warp;
+  unsigned bit = 1u << t_lane;
+  if (!(mask & bit)) {
+    warn(L, format("own lane %s %d", what, line),
+         format("thread %s of block %s calls %s on line %d with mask 0x%08x, which leaves out its own lane %d: "
+                "undefined on a GPU.",
+                thread_name(t_tid).c_str(), block_name().c_str(), what, line, mask, t_lane));
+    mask |= bit;
+  }
+  std::unique_lock<std::mutex> lk(w.m);
+  if (L.abort) throw Abort();
+  Rendezvous* r = nullptr;
+  for (Rendezvous& o : w.open)
+    if (!o.done && o.mask == mask && !(o.present & bit)) {
+      r = &o;
+      break;
+    }
+  if (!r) {
+    w.open.emplace_back();
+    r = &w.open.back();
+    r->mask = mask;
+  }
+  r->vals[t_lane] = value;
+  r->present |= bit;
+  if (!try_complete(L, w, *r)) {
+    ThreadWait& tw = L.waits[t_tid];
+    tw.line = line;
+    tw.what = what;
+    tw.mask = mask;
+    tw.kind = AT_WARP;
+    r->waiting++;
+    L.blocked++;
+    w.cv.wait(lk, [&] { return r->done || L.abort.load(); });
+    tw.kind = NOT_WAITING;
+    if (!r->done) throw Abort();
+  }
+  memcpy(values, r->vals, sizeof r->vals);
+  *present = r->present;
+  r->readers |= bit;
+  if (r->readers == r->present)
+    for (auto it = w.open.begin(); it != w.open.end(); ++it)
+      if (&*it == r) {
+        w.open.erase(it);
+        break;
+      }
+}
+
+unsigned emu_activemask(void) {
+  std::lock_guard<std::mutex> lk(t_warp->m);
+  return t_warp->live;
+}
+
+int emu_lane_id(void) { return t_lane; }
+
+void emu_warn_undefined_lane(const char* what, int line, int src_lane) {
+  Launch& L = *t_launch;
+  warn(L, format("undefined lane %s %d", what, line),
+       format("%s on line %d: thread %s of block %s reads lane %d, which did not take part (it had returned, "
+              "is outside the block, or is not in the mask). On a GPU the value is undefined; here it is all "
+              "one bits (NaN or -1).",
+              what, line, thread_name(t_tid).c_str(), block_name().c_str(), src_lane));
+}
+
+void emu_register_shared(const void* module, void* address, unsigned long long bytes) {
+  std::lock_guard<std::mutex> lk(g_shared_m);
+  int n = g_n_shared.load(std::memory_order_relaxed);
+  uintptr_t lo = reinterpret_cast<uintptr_t>(address);
+  for (int i = 0; i < n; ++i)
+    if (g_shared[i].lo == lo) return;
+  if (n == kMaxShared) return;
+  memset(address, kPoison, bytes);
+  g_shared[n] = SharedRange{module, lo, lo + bytes};
+  g_n_shared.store(n + 1, std::memory_order_release);
+}
+
+void* emu_shared_alloc(unsigned long long bytes, const char* name) {
+  void* p = malloc(bytes ? bytes : 1);
+  memset(p, kPoison, bytes);
+#ifdef EMU_SANITIZE
+  // Lets the report parser name the shared array a bad address belongs to.
+  fprintf(stderr, "EMU-SHARED %p %llu %s\n", p, bytes, name);
+#else
+  (void)name;
+#endif
+  return p;
+}
+
+void emu_threadfence(void) { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+void emu_request_abort(void) { g_abort_requested = true; }
+
+int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* module) {
+  std::lock_guard<std::mutex> launch_lock(g_launch_mutex);
+  cfg->status = 1;
+  cfg->fault = 0;
+  cfg->fault_module[0] = 0;
+  cfg->message[0] = cfg->warnings[0] = 0;
+  for (unsigned long long& c : cfg->counts) c = 0;
+  unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
+  if (threads == 0 || threads > 1024 || cfg->grid[0] == 0 || cfg->grid[1] == 0 || cfg->grid[2] == 0) {
+    snprintf(cfg->message, sizeof cfg->message, "invalid launch: grid and block sizes must be at least 1 and a block "
+                                                "has at most 1024 threads.");
+    return 1;
+  }
+  if (cfg->shared_mem > EMU_MAX_DYNAMIC_SHARED) {
+    snprintf(cfg->message, sizeof cfg->message, "shared_mem=%llu bytes is more than a block can have (%d).",
+             cfg->shared_mem, EMU_MAX_DYNAMIC_SHARED);
+    return 1;
+  }
+  g_abort_requested = false;
+  Launch* L = new Launch;
+  L->cfg = cfg;
+  L->thunk = thunk;
+  L->args = args;
+  L->module = module;
+  L->threads = (int)threads;
+#ifdef EMU_SANITIZE
+  L->counting = false;
+#else
+  L->counting = true;
+#endif
+  int nwarps = (L->threads + 31) / 32;
+  L->warps.reset(new Warp[nwarps]);
+  L->waits.reset(new ThreadWait[L->threads]);
+  emu_block_dim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
+  emu_grid_dim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+  if (!grow_pool(L->threads)) {
+    snprintf(cfg->message, sizeof cfg->message, "could not start %d threads for one block.", L->threads);
+    delete L;
+    return 1;
+  }
+  Clock::time_point start = Clock::now();
+  bool ok = true;
+  for (unsigned z = 0; ok && z < cfg->grid[2]; ++z)
+    for (unsigned y = 0; ok && y < cfg->grid[1]; ++y)
+      for (unsigned x = 0; ok && x < cfg->grid[0]; ++x) {
+        emu_block_idx = uint3{x, y, z};
+        L->live = L->threads;
+        L->live_now = L->threads;
+        L->arrived = 0;
+        L->blocked = 0;
+        L->done = 0;
+        for (int i = 0; i < nwarps; ++i) {
+          int lanes = std::min(32, L->threads - 32 * i);
+          L->warps[i].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
+          L->warps[i].open.clear();
+        }
+        if (L->counting) poison_shared(*L);
+        for (int i = 0; i < L->threads; ++i) {
+          Worker* w = g_pool[i];
+          std::lock_guard<std::mutex> lk(w->m);
+          w->state = WORKER_RUNNING;
+          w->launch = L;
+          w->job++;
+          w->cv.notify_one();
+        }
+        ok = wait_for_block(*L, start);
+        std::lock_guard<std::mutex> lk(L->warn_m);
+        if (!L->error.empty()) ok = false;
+      }
+  fflush(stdout);
+
+  for (int i = 0; i < EMU_COUNTERS; ++i) cfg->counts[i] = L->totals[i];
+  unsigned long long static_shared = 0;
+  int n = g_n_shared.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (g_shared[i].module == module) static_shared += g_shared[i].hi - g_shared[i].lo;
+  cfg->static_shared_bytes = static_shared;
+  if (L->dynamic_overflow)
+    warn(*L, "dynamic overflow",
+         format("the kernel touched dynamic shared memory (extern __shared__) beyond the shared_mem=%llu bytes "
+                "the launch asked for, %llu times. On a GPU that is an out-of-bounds access; run with "
+                "check=\"bounds\" to see the line.",
+                cfg->shared_mem, (unsigned long long)L->dynamic_overflow));
+  std::string warnings;
+  for (const Warning& w : L->warnings)
+    warnings += w.count > 1 ? w.text + format(" (%llu times in all)\n", w.count) : w.text + "\n";
+  snprintf(cfg->warnings, sizeof cfg->warnings, "%s", warnings.c_str());
+  {
+    std::lock_guard<std::mutex> lk(L->warn_m);
+    snprintf(cfg->message, sizeof cfg->message, "%s", L->error.c_str());
+  }
+  cfg->status = ok ? 0 : 1;
+
+  // A worker that parked, or is still running (a loop that never touches
+  // memory), is lost: its slot gets a fresh thread next time, and the launch's
+  // state stays allocated for as long as such a thread might still look at it.
+  bool leak = false;
+  for (int i = 0; i < L->threads; ++i) {
+    Worker* w = g_pool[i];
+    int state = w->state;
+    if (state == WORKER_IDLE) continue;
+    std::lock_guard<std::mutex> lk(w->m);
+    w->retire = true;
+    g_pool[i] = nullptr;
+    if (state == WORKER_RUNNING) leak = true;
+  }
+  if (leak)
+    snprintf(cfg->message + strlen(cfg->message), sizeof cfg->message - strlen(cfg->message),
+             "\n(some threads could not be stopped and go on running in the background: restart the Python "
+             "kernel to get rid of them.)");
+  if (!leak) delete L;
+  return cfg->status;
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- atomics
+
+namespace {
+template <class T>
+T int_atomic(int op, T* p, T v, T extra) {
+  count_atomic(p);
+  switch (op) {
+    case EMU_ADD: return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+    case EMU_SUB: return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST);
+    case EMU_EXCH: return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+    case EMU_AND: return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST);
+    case EMU_OR: return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST);
+    case EMU_XOR: return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST);
+    case EMU_CAS: {
+      T expected = extra;
+      __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      return expected;
+    }
+    default: break;
+  }
+  T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  for (;;) {
+    T desired;
+    switch (op) {
+      case EMU_MIN: desired = v < old ? v : old; break;
+      case EMU_MAX: desired = v > old ? v : old; break;
+      case EMU_INC: desired = old >= v ? 0 : old + 1; break;
+      case EMU_DEC: desired = (old == 0 || old > v) ? v : old - 1; break;
+      default: return old;
+    }
+    if (__atomic_compare_exchange_n(p, &old, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return old;
+  }
+}
+
+template <class F, class Bits>
+F float_atomic(int op, F* p, F v) {
+  count_atomic(p);
+  Bits* q = reinterpret_cast<Bits*>(p);
+  Bits old_bits = __atomic_load_n(q, __ATOMIC_SEQ_CST);
+  for (;;) {
+    F old;
+    memcpy(&old, &old_bits, sizeof old);
+    F desired = op == EMU_ADD    ? old + v
+                : op == EMU_EXCH ? v
+                : op == EMU_MAX  ? (v > old ? v : old)
+                                 : (v < old ? v : old);
+    Bits desired_bits;
+    memcpy(&desired_bits, &desired, sizeof desired);
+    if (__atomic_compare_exchange_n(q, &old_bits, desired_bits, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return old;
+  }
+}
+}  // namespace
+
+extern "C" {
+int emu_atomic_i32(int op, int* p, int v, int extra) { return int_atomic(op, p, v, extra); }
+unsigned emu_atomic_u32(int op, unsigned* p, unsigned v, unsigned extra) { return int_atomic(op, p, v, extra); }
+long long emu_atomic_i64(int op, long long* p, long long v, long long extra) { return int_atomic(op, p, v, extra); }
+unsigned long long emu_atomic_u64(int op, unsigned long long* p, unsigned long long v, unsigned long long extra) {
+  return int_atomic(op, p, v, extra);
+}
+float emu_atomic_f32(int op, float* p, float v) { return float_atomic<float, uint32_t>(op, p, v); }
+double emu_atomic_f64(int op, double* p, double v) { return float_atomic<double, uint64_t>(op, p, v); }
+}
+
+// ---------------------------------------------------------------- counters
+
+#ifndef EMU_SANITIZE
+// GCC calls these from every load and store of a kernel compiled with
+// -fsanitize=kernel-address and a call threshold of 0 (build.py, COUNT_FLAGS).
+#define EMU_PC __builtin_return_address(0)
+#define EMU_ACCESS(N)                                                                              \
+  extern "C" void __asan_load##N##_noabort(uintptr_t a) { count_access(a, N, 0, EMU_PC); }         \
+  extern "C" void __asan_store##N##_noabort(uintptr_t a) { count_access(a, N, 1, EMU_PC); }        \
+  extern "C" void __asan_load##N(uintptr_t a) { count_access(a, N, 0, EMU_PC); }                   \
+  extern "C" void __asan_store##N(uintptr_t a) { count_access(a, N, 1, EMU_PC); }
+EMU_ACCESS(1)
+EMU_ACCESS(2)
+EMU_ACCESS(4)
+EMU_ACCESS(8)
+EMU_ACCESS(16)
+#undef EMU_ACCESS
+extern "C" void __asan_loadN_noabort(uintptr_t a, size_t n) { count_access(a, n, 0, EMU_PC); }
+extern "C" void __asan_storeN_noabort(uintptr_t a, size_t n) { count_access(a, n, 1, EMU_PC); }
+extern "C" void __asan_loadN(uintptr_t a, size_t n) { count_access(a, n, 0, EMU_PC); }
+extern "C" void __asan_storeN(uintptr_t a, size_t n) { count_access(a, n, 1, EMU_PC); }
+// The rest of the instrumentation's calls have nothing to do here.
+extern "C" void __asan_handle_no_return(void) {}
+extern "C" void __asan_before_dynamic_init(const char*) {}
+extern "C" void __asan_after_dynamic_init(void) {}
+#endif

@@ -1,0 +1,214 @@
+"""The emulator's two diagnostic modes, on the bugs students make: an
+off-by-one bound (check="bounds", AddressSanitizer) and a missing
+__syncthreads() (check="races", ThreadSanitizer), each reported on the
+student's own line; and correct kernels that pass both, with their results
+written back into the tensors."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from course.cuda import DataRaceError, Kernel, OutOfBoundsError, checking
+from course.cuda.status import emulator_available
+
+pytestmark = pytest.mark.skipif(
+    not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cuda_cache(tmp_path_factory):
+    if os.environ.get("COURSE_CUDA_CACHE"):
+        yield
+        return
+    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
+    yield
+    os.environ.pop("COURSE_CUDA_CACHE", None)
+
+
+def line_of(source: str, needle: str) -> int:
+    hits = [i for i, text in enumerate(source.splitlines(), start=1) if needle in text]
+    assert len(hits) == 1, f"{needle!r} is on lines {hits}"
+    return hits[0]
+
+
+OFF_BY_ONE = r"""
+extern "C" __global__ void add(float* out, const float* x, const float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n)
+        out[i] = x[i] + y[i];
+}
+"""
+
+
+def test_off_by_one_is_caught_with_its_line():
+    n = 1000
+    x, y, out = torch.randn(n), torch.randn(n), torch.zeros(n)
+    with pytest.raises(OutOfBoundsError) as err:
+        Kernel(OFF_BY_ONE, "add")((4,), (256,), (out, x, y, np.int32(n)), check="bounds")
+    line = line_of(OFF_BY_ONE, "out[i] = x[i] + y[i];")
+    kinds = {f.kind for f in err.value.findings}
+    assert kinds == {"out-of-bounds read", "out-of-bounds write"}
+    assert all(f.line == line for f in err.value.findings)
+    text = str(err.value)
+    assert f"out-of-bounds write at line {line} of your kernel: `out[i] = x[i] + y[i];`" in text
+    assert "element 1000 of `out`, which has 1000" in text
+    assert "element 1000 of `x`" in text and "element 1000 of `y`" in text
+    assert "thread (232,0,0) in block (3,0,0)" in text      # i == 1000 == 3 * 256 + 232
+    assert isinstance(err.value, AssertionError)            # graded as a failed check
+
+
+def test_correct_kernel_passes_the_bounds_check_and_keeps_its_results():
+    src = OFF_BY_ONE.replace("i <= n", "i < n")
+    n = 777
+    x, y, out = torch.randn(n), torch.randn(n), torch.zeros(n)
+    report = Kernel(src, "add")((4,), (256,), (out, x, y, np.int32(n)), check="bounds")
+    assert report.findings == [] and report.check == "bounds"
+    torch.testing.assert_close(out, x + y)
+
+
+def test_in_place_kernel_keeps_its_aliasing_under_the_check():
+    src = r"""
+    extern "C" __global__ void shift(float* out, const float* x, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = x[i] + 1.0f;
+    }"""
+    base = torch.arange(20.0)
+    view = base[5:15]
+    Kernel(src, "shift")((1,), (32,), (view, view, np.int32(10)), check="bounds")
+    torch.testing.assert_close(base, torch.cat([torch.arange(5.0), torch.arange(5.0, 15.0) + 1,
+                                                torch.arange(15.0, 20.0)]))
+
+
+def test_overflowing_a_shared_array_of_a_template_kernel_is_caught():
+    src = r"""
+    template <int N>
+    __global__ void rotate(float* out) {
+        __shared__ float s[N];
+        s[threadIdx.x] = threadIdx.x;
+        __syncthreads();
+        out[threadIdx.x] = s[threadIdx.x + 1];
+    }"""
+    out = torch.zeros(64)
+    with pytest.raises(OutOfBoundsError) as err:
+        Kernel(src, "rotate<64>")((1,), (64,), (out,), check="bounds")
+    finding, = err.value.findings
+    assert finding.line == line_of(src, "s[threadIdx.x + 1]")
+    assert "element 64 of the shared array `s`" in finding.message
+    assert "thread (63,0,0)" in finding.message
+
+
+def test_dynamic_shared_memory_beyond_the_launch_size_is_caught():
+    src = r"""
+    extern "C" __global__ void stage(const float* x, float* out) {
+        extern __shared__ float s[];
+        s[threadIdx.x] = x[threadIdx.x];
+        __syncthreads();
+        out[threadIdx.x] = s[blockDim.x - 1 - threadIdx.x];
+    }"""
+    x, out = torch.randn(64), torch.zeros(64)
+    kernel = Kernel(src, "stage")
+    report = kernel((1,), (64,), (x, out), shared_mem=64 * 4, check="bounds")   # right size: clean
+    assert report.findings == []
+    torch.testing.assert_close(out, x.flip(0))
+    with pytest.raises(OutOfBoundsError) as err:
+        kernel((1,), (64,), (x, out), shared_mem=32 * 4, check="bounds")         # half of what it uses
+    lines = {f.line for f in err.value.findings}
+    assert line_of(src, "s[threadIdx.x] = x[threadIdx.x];") in lines
+    assert "shared_mem=128 bytes" in str(err.value)
+
+
+TILED = r"""
+#define TILE 8
+extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {
+        int ak = t * TILE + threadIdx.x, bk = t * TILE + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && ak < K) ? A[row * K + ak] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (bk < K && col < N) ? B[bk * N + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k)
+            acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();  // after the products
+    }
+    if (row < M && col < N) C[row * N + col] = acc;
+}
+"""
+
+
+def _matmul(src, check):
+    M, N, K = 12, 10, 19
+    A, B, C = torch.randn(M, K), torch.randn(K, N), torch.zeros(M, N)
+    report = Kernel(src, "matmul")(((N + 7) // 8, (M + 7) // 8), (8, 8),
+                                   (A, B, C, np.int32(M), np.int32(N), np.int32(K)), check=check)
+    return report, C, A @ B
+
+
+def test_tiled_matmul_with_its_barriers_has_no_race():
+    report, C, ref = _matmul(TILED, "races")
+    assert report.findings == [] and report.check == "races"
+    torch.testing.assert_close(C, ref, rtol=19 * torch.finfo().eps, atol=1e-5)
+
+
+def test_tiled_matmul_with_one_barrier_removed_is_reported_as_a_race():
+    src = TILED.replace("__syncthreads();  // after the products", "// (barrier removed)")
+    with pytest.raises(DataRaceError) as err:
+        _matmul(src, "races")
+    store_a = line_of(src, "As[threadIdx.y][threadIdx.x] =")
+    store_b = line_of(src, "Bs[threadIdx.y][threadIdx.x] =")
+    product = line_of(src, "acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];")
+    pairs = {frozenset((f.line, f.other_line)) for f in err.value.findings}
+    assert pairs & {frozenset((store_a, product)), frozenset((store_b, product))}, pairs
+    text = str(err.value)
+    assert "data race on shared memory `As`" in text or "data race on shared memory `Bs`" in text
+    assert "A __syncthreads() is missing?" in text
+    assert isinstance(err.value, AssertionError)
+
+
+def test_race_on_global_memory_names_the_tensor():
+    src = r"""
+    extern "C" __global__ void last_wins(float* out, const float* x) {
+        out[0] = x[threadIdx.x];
+    }"""
+    with pytest.raises(DataRaceError) as err:
+        Kernel(src, "last_wins")((1,), (32,), (torch.zeros(1), torch.randn(32)), check="races")
+    assert "data race on global memory `out`" in str(err.value)
+    assert err.value.findings[0].line == line_of(src, "out[0] = x[threadIdx.x];")
+
+
+def test_ordinary_launch_stops_an_off_by_one_before_it_corrupts_memory():
+    src = r"""
+    extern "C" __global__ void ones(float* out, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i <= n) out[i] = 1.0f;
+    }"""
+    storage = torch.full((20,), 7.0)
+    out = storage[:10]                     # the element after the view is real memory: a silent bug on a GPU
+    with pytest.raises(OutOfBoundsError) as err:
+        Kernel(src, "ones")((1,), (32,), (out, np.int32(10)))
+    finding, = err.value.findings
+    assert finding.kind == "out-of-bounds write" and finding.line == line_of(src, "out[i] = 1.0f;")
+    assert "writes element 10 of `out`, which has 10" in str(err.value)
+    assert "stopped before that access" in str(err.value)
+    assert storage[10].item() == 7.0       # never written
+
+
+def test_checking_switches_a_mode_on_for_every_launch_in_a_block():
+    src = r"""
+    extern "C" __global__ void rotate(float* out) {
+        __shared__ float s[32];
+        s[threadIdx.x] = threadIdx.x;
+        __syncthreads();
+        out[threadIdx.x] = s[threadIdx.x + 1];
+    }"""
+    kernel = Kernel(src, "rotate")
+    out = torch.zeros(32)
+    kernel((1,), (32,), (out,))             # shared arrays are guarded by check="bounds" only
+    with checking("bounds"):
+        with pytest.raises(OutOfBoundsError):
+            kernel((1,), (32,), (out,))
