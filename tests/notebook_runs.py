@@ -37,6 +37,47 @@ def mutated_notebook(chapter: Chapter, exercise: str, code: str):
     return nb
 
 
+def mutant_verdicts(chapter: Chapter, mutants: list[tuple[str, str]]):
+    """[(exercise, Verdict)] for each (exercise, code) variant, all run in one process (tests/run_variants.py)."""
+    import json
+    import subprocess
+    import sys
+
+    from course.verdicts import Verdict, verdict_from_error
+
+    variants = [mutated_notebook(chapter, exercise, code) for exercise, code in mutants]
+    with tempfile.TemporaryDirectory() as tmp:
+        _copy_support_files(chapter, Path(tmp))
+        spec = {"cwd": tmp, "variants": [[c.source if c.cell_type == "code" else "" for c in nb.cells]
+                                          for nb in variants]}
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
+                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
+    results = []
+    for (exercise, _), nb, errors in zip(mutants, variants, json.loads(done.stdout)):
+        by_cell = {index: (name, message) for index, name, message in errors}
+        ex = exercises(nb)[exercise]
+        stub = by_cell.get(ex.solution_cells[0])
+        if stub and stub[0] == "NotImplementedError":
+            status, message = verdict_from_error(exercise, stub)
+        else:
+            status, message = "passed", ""
+            for i in ex.test_cells:
+                status, message = verdict_from_error(exercise, by_cell.get(i))
+                if status != "passed":
+                    break
+        results.append((exercise, Verdict(exercise, status, message, 0.0, ex.points)))
+    return results
+
+
+def _copy_support_files(chapter: Chapter, target: Path) -> None:
+    for f in chapter.source_dir.rglob("*"):
+        if f.is_file() and f.suffix != ".ipynb" and "__pycache__" not in f.parts:
+            (target / f.relative_to(chapter.source_dir)).parent.mkdir(parents=True, exist_ok=True)
+            (target / f.relative_to(chapter.source_dir)).write_bytes(f.read_bytes())
+
+
 def verdict_of(nb, exercise: str, cwd: Path):
     executed = run_fresh(copy.deepcopy(nb), cwd)
     return next(v for v in verdicts_of_executed(executed) if v.exercise == exercise)
@@ -45,9 +86,5 @@ def verdict_of(nb, exercise: str, cwd: Path):
 def run_in_copy(chapter: Chapter, nb, exercise: str):
     """Run `nb` in a temporary copy of the chapter's source folder (so support files resolve)."""
     with tempfile.TemporaryDirectory() as tmp:
-        for f in chapter.source_dir.rglob("*"):
-            if f.is_file() and f.suffix != ".ipynb":
-                target = Path(tmp) / f.relative_to(chapter.source_dir)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(f.read_bytes())
+        _copy_support_files(chapter, Path(tmp))
         return verdict_of(nb, exercise, Path(tmp))

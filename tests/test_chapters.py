@@ -15,7 +15,7 @@ import pytest
 from autograder.grade import Grader
 from conftest import CHAPTERS
 from course.notebook import exercises
-from notebook_runs import mutants_of, mutated_notebook, run_in_copy
+from notebook_runs import mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
 
 pytestmark = pytest.mark.slow
 chapter_ids = [c.id for c in CHAPTERS]
@@ -53,16 +53,31 @@ def test_every_automatic_exercise_has_mutants():
         assert not missing, f"{chapter.id}: exercises without a typical wrong answer in tests/mutants: {missing}"
 
 
-MUTANT_CASES = [(c, ex, name, code) for c in CHAPTERS for ex, cases in mutants_of(c).items()
-                for name, code in cases.items()]
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_ids)
+def test_tests_reject_typical_mistakes(chapter):
+    """Each typical wrong answer (tests/mutants/<chapter>.py), put in place of its exercise's
+    solution in the source notebook, must make that exercise fail, with a message."""
+    nb = nbformat.read(chapter.notebook, as_version=4)
+    solutions = [(ex.id, nb.cells[ex.solution_cells[0]].source) for ex in exercises(nb).values() if not ex.manual]
+    cases = [(ex, name, code) for ex, by_name in mutants_of(chapter).items() for name, code in by_name.items()]
+    verdicts = mutant_verdicts(chapter, solutions + [(ex, code) for ex, _, code in cases])
+    # The unchanged solutions come first: they must pass here too, or a rejection could be the runner's doing.
+    wrongly_failed = [f"{ex}: {v.status}: {v.message}" for ex, v in verdicts[: len(solutions)] if v.status != "passed"]
+    assert not wrongly_failed, "the solution fails in the variant runner:\n" + "\n".join(wrongly_failed)
+    verdicts = verdicts[len(solutions):]
+    accepted = [f"{ex}: {name}" for (ex, name, _), (_, v) in zip(cases, verdicts) if v.status not in ("failed", "error")]
+    assert not accepted, f"{chapter.id}: the tests accept these wrong answers:\n" + "\n".join(accepted)
+    silent = [f"{ex}: {name}" for (ex, name, _), (_, v) in zip(cases, verdicts) if not v.message]
+    assert not silent, "a rejected answer must come with a message: " + ", ".join(silent)
 
 
-@pytest.mark.parametrize("chapter,exercise,name,code", MUTANT_CASES,
-                         ids=[f"{c.id}-{ex}-{name}" for c, ex, name, _ in MUTANT_CASES])
-def test_tests_reject_typical_mistake(chapter, exercise, name, code):
-    verdict = run_in_copy(chapter, mutated_notebook(chapter, exercise, code), exercise)
-    assert verdict.status in ("failed", "error"), f"{exercise} accepted a wrong answer ({name})"
-    assert verdict.message, "a rejected answer must come with a message"
+def test_the_fast_runner_agrees_with_a_kernel():
+    """tests/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
+    chapter = CHAPTERS[0]
+    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"]
+    fast = dict(mutant_verdicts(chapter, [("ex_count_parameters", code)]))["ex_count_parameters"]
+    kernel = run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code), "ex_count_parameters")
+    assert (fast.status, fast.message.split("(random")[0]) == (kernel.status, kernel.message.split("(random")[0])
 
 
 def test_a_mutant_failure_message_teaches():

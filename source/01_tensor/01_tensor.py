@@ -1,0 +1,2322 @@
+# ---
+# jupyter:
+#   course:
+#     chapter: 01_tensor
+#     title: Tensor
+#     files: []
+# ---
+
+# %% [markdown]
+# # Chapter 01 — Tensor
+#
+# A tensor is not an array. It is a **view**: a shape, a list of strides and an
+# offset, laid over a flat, typed **storage**. Transposing, slicing, adding a
+# dimension of size 1 or broadcasting to a bigger shape copy nothing: they only
+# change the numbers that say where each element lives.
+#
+# In this chapter you build that object — `picotorch.Tensor` — and every test
+# checks it against `torch.Tensor`: the values, and also `stride()`,
+# `storage_offset()`, `is_contiguous()` and whether two results share memory.
+#
+# **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
+# followed by a test cell. The visible tests are a first taste; at grading,
+# hidden tests try your code on random shapes and random chains of views. Run
+# `check("ex_view")` to re-run one exercise's visible tests, and `check()` (last
+# cell) to check the whole saved notebook as the grader will.
+#
+# Your code becomes the `Tensor` that later chapters extend with autograd,
+# modules and a CUDA backend (those chapters run on the course's reference
+# version of this chapter, so a mistake here never fails them).
+
+# %%
+import numpy as np
+import torch
+
+from course import Checker, compare, inputs
+
+check = Checker("01_tensor")
+
+# %% [markdown]
+# ## 1. Storage and dtype
+#
+# A **storage** is a flat buffer of numbers of one type. Ours is a 1-D NumPy
+# array. A **dtype** says how to read the bytes; picotorch knows four:
+#
+# | picotorch | torch | bytes per element | kind |
+# |---|---|---|---|
+# | `float32` | `torch.float32` | 4 | floating point |
+# | `float64` | `torch.float64` | 8 | floating point |
+# | `int64` | `torch.int64` | 8 | integer |
+# | `bool_` | `torch.bool` | 1 | boolean |
+#
+# The next cell is given: read it, you will use every name in it.
+
+# %% reference=true
+import math
+import warnings
+from collections import namedtuple
+
+import numpy as np
+import torch
+
+
+class DType:
+    """A picotorch dtype: its name, the NumPy type that stores it, its size in bytes and its
+    category (0 bool, 1 integer, 2 floating point: type promotion never goes down a category)."""
+
+    def __init__(self, name: str, numpy_type, category: int):
+        self.name = name
+        self.numpy = np.dtype(numpy_type)
+        self.itemsize = self.numpy.itemsize
+        self.category = category
+        self.is_floating_point = category == 2
+
+    def __repr__(self):
+        return f"picotorch.{self.name}"
+
+
+bool_ = DType("bool", np.bool_, 0)
+int64 = DType("int64", np.int64, 1)
+float32 = DType("float32", np.float32, 2)
+float64 = DType("float64", np.float64, 2)
+DTYPES = (bool_, int64, float32, float64)  # in promotion order: each holds all the values of those before it
+_DTYPE_OF_NUMPY = {d.numpy: d for d in DTYPES}
+_TORCH_DTYPE = {bool_: torch.bool, int64: torch.int64, float32: torch.float32, float64: torch.float64}
+_DTYPE_OF_TORCH = {t: d for d, t in _TORCH_DTYPE.items()}
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """The smallest of our dtypes that holds both: torch.promote_types, for these four."""
+    return a if DTYPES.index(a) >= DTYPES.index(b) else b
+
+
+class Storage:
+    """A flat, typed buffer: one 1-D NumPy array. Several tensors may share one storage."""
+
+    def __init__(self, data: np.ndarray):
+        if data.ndim != 1:
+            raise ValueError(f"a storage is flat (1-D); got an array of shape {data.shape}")
+        if data.dtype not in _DTYPE_OF_NUMPY:
+            raise TypeError(f"picotorch stores {', '.join(d.name for d in DTYPES)}; not {data.dtype}")
+        self.data = data
+        self.dtype = _DTYPE_OF_NUMPY[data.dtype]
+        self.device = "cpu"
+
+    @staticmethod
+    def empty(size: int, dtype: DType = float32) -> "Storage":
+        return Storage(np.empty(size, dtype.numpy))
+
+    def __len__(self) -> int:
+        return self.data.shape[0]
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return len(self) * self.element_size()
+
+    def __getitem__(self, position: int):
+        return self.data[position].item()
+
+    def __setitem__(self, position: int, value) -> None:
+        self.data[position] = value
+
+    def __repr__(self):
+        return f"Storage({self.data.tolist()}, dtype={self.dtype})"
+
+
+# %% [markdown]
+# ## 2. The tensor: a view onto a storage
+#
+# Element `[i0, i1, ..., ik]` of a tensor lives at storage position
+#
+#     storage_offset + i0 * stride[0] + i1 * stride[1] + ... + ik * stride[k]
+#
+# A 3×4 tensor over a storage of 12 numbers, in the usual (contiguous,
+# row-major) layout, has strides `(4, 1)`: one step down a column skips a whole
+# row of 4, one step along a row moves by 1.
+#
+# ```
+# storage:   [ 0  1  2  3  4  5  6  7  8  9 10 11 ]
+#
+# tensor     col 0  col 1  col 2  col 3
+# row 0        0      1      2      3          element [1, 2] is at
+# row 1        4      5      6      7          0 + 1*4 + 2*1 = 6
+# row 2        8      9     10     11
+# ```
+#
+# Its transpose is the same storage with the strides swapped: shape `(4, 3)`,
+# strides `(1, 4)`. Nothing moves. That is the whole idea of this chapter.
+#
+# The `Tensor` class below is given. It holds `_storage`, `_shape`, `_stride`
+# and `_offset`; its methods that do real work are added by your exercises,
+# each in a cell like
+#
+# ```python
+# @add_methods(Tensor)
+# class Views:
+#     def view(self, *shape): ...
+# ```
+#
+# `add_methods` copies the methods of the little class into `Tensor`, so you can
+# write a group of methods in one cell and re-run it while you work. Two more
+# given helpers: `wrap_dim(dim, ndim)` turns a negative dim into a positive one
+# and raises torch's `IndexError` when it is out of range, and
+# `shape_arg(args)` lets a method accept both `t.view(2, 3)` and
+# `t.view((2, 3))`. `t.numpy()` asks NumPy for an array over the same memory with
+# the tensor's shape, strides and offset (NumPy counts strides in bytes): that is
+# how the arithmetic on values will run at NumPy speed.
+
+# %% reference=true
+def add_methods(cls):
+    """Class decorator: copy the methods and properties of the decorated class into `cls`."""
+    def copy_into(group):
+        for name, value in vars(group).items():
+            if name not in ("__module__", "__qualname__", "__dict__", "__weakref__", "__doc__",
+                            "__firstlineno__", "__static_attributes__"):
+                setattr(cls, name, value)
+        return group
+    return copy_into
+
+
+def wrap_dim(dim: int, ndim: int) -> int:
+    """torch's rule for a dim argument: -1 is the last dim, and a 0-dim tensor accepts 0 and -1."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def shape_arg(args) -> tuple:
+    """(2, 3) from f(2, 3), f((2, 3)) or f([2, 3])."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+MaxResult = namedtuple("max", ["values", "indices"])
+
+
+class Tensor:
+    """A view onto a Storage: element [i0, i1, ...] is storage[offset + i0*stride[0] + i1*stride[1] + ...]."""
+
+    def __init__(self, storage: Storage, shape, stride, offset: int = 0):
+        self._storage = storage
+        self._shape = tuple(shape)
+        self._stride = tuple(stride)
+        self._offset = offset
+
+    # --- what a tensor is ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    def size(self, dim=None):
+        return self._shape if dim is None else self._shape[wrap_dim(dim, len(self._shape))]
+
+    def stride(self, dim=None):
+        return self._stride if dim is None else self._stride[wrap_dim(dim, len(self._stride))]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def untyped_storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def dtype(self) -> DType:
+        return self._storage.dtype
+
+    @property
+    def device(self) -> str:
+        return self._storage.device
+
+    @property
+    def ndim(self) -> int:
+        return self.dim()
+
+    # --- the bridges: to NumPy for arithmetic, to and from torch for tests --------------
+    def numpy(self) -> np.ndarray:
+        """A NumPy array over the same memory, with this tensor's shape, strides and offset.
+        Writing to it writes to the storage."""
+        data = self._storage.data
+        if 0 in self._shape:
+            return np.empty(self._shape, data.dtype)
+        item = data.itemsize
+        return np.ndarray(self._shape, data.dtype, buffer=data, offset=self._offset * item,
+                          strides=tuple(s * item for s in self._stride))
+
+    def to_torch(self) -> torch.Tensor:
+        """A torch.Tensor over the same memory, with the same shape, strides and offset."""
+        return torch.from_numpy(self._storage.data).as_strided(self._shape, self._stride, self._offset)
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype})"
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __setitem__(self, key, value):
+        """t[key] = value writes through the view t[key] (exercise 8) into the storage."""
+        view = self[key]
+        view.numpy()[...] = value.numpy() if isinstance(value, Tensor) else value
+
+    def __bool__(self):
+        return bool(self.item())
+
+    __hash__ = object.__hash__
+
+    # --- elementwise operations: the work is done by _unary, _binary, _inplace (exercise 11)
+    def neg(self): return self._unary("neg")
+    def abs(self): return self._unary("abs")
+    def exp(self): return self._unary("exp")
+    def log(self): return self._unary("log")
+    def sqrt(self): return self._unary("sqrt")
+    def relu(self): return self._unary("relu")
+    def sigmoid(self): return self._unary("sigmoid")
+    def tanh(self): return self._unary("tanh")
+    def __neg__(self): return self._unary("neg")
+    def __abs__(self): return self._unary("abs")
+
+    def add(self, other): return self._binary("add", other)
+    def sub(self, other): return self._binary("sub", other)
+    def mul(self, other): return self._binary("mul", other)
+    def div(self, other): return self._binary("div", other)
+    def pow(self, other): return self._binary("pow", other)
+    def maximum(self, other): return self._binary("maximum", other)
+    def __add__(self, other): return self._binary("add", other)
+    def __radd__(self, other): return self._binary("add", other, reverse=True)
+    def __sub__(self, other): return self._binary("sub", other)
+    def __rsub__(self, other): return self._binary("sub", other, reverse=True)
+    def __mul__(self, other): return self._binary("mul", other)
+    def __rmul__(self, other): return self._binary("mul", other, reverse=True)
+    def __truediv__(self, other): return self._binary("div", other)
+    def __rtruediv__(self, other): return self._binary("div", other, reverse=True)
+    def __pow__(self, other): return self._binary("pow", other)
+    def __rpow__(self, other): return self._binary("pow", other, reverse=True)
+    def __eq__(self, other): return self._binary("eq", other) if _is_operand(other) else NotImplemented
+    def __ne__(self, other): return self._binary("ne", other) if _is_operand(other) else NotImplemented
+    def __lt__(self, other): return self._binary("lt", other)
+    def __le__(self, other): return self._binary("le", other)
+    def __gt__(self, other): return self._binary("gt", other)
+    def __ge__(self, other): return self._binary("ge", other)
+
+    def add_(self, other): return self._inplace("add", other)
+    def sub_(self, other): return self._inplace("sub", other)
+    def mul_(self, other): return self._inplace("mul", other)
+    def div_(self, other): return self._inplace("div", other)
+    def __iadd__(self, other): return self._inplace("add", other)
+    def __isub__(self, other): return self._inplace("sub", other)
+    def __imul__(self, other): return self._inplace("mul", other)
+    def __itruediv__(self, other): return self._inplace("div", other)
+
+    def __matmul__(self, other): return self.matmul(other)
+
+
+def _is_operand(x) -> bool:
+    return isinstance(x, (Tensor, bool, int, float))
+
+
+# The NumPy kernels of the elementwise operations: they get NumPy arrays of equal shapes
+# (or a NumPy scalar) already in the dtype to compute in.
+UNARY_KERNELS = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh": np.tanh,
+}
+FLOAT_RESULT = {"exp", "log", "sqrt", "sigmoid", "tanh"}  # integer and bool inputs give float32, as in torch
+BINARY_KERNELS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+    "maximum": np.maximum, "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+# %% [markdown]
+# ## 3. Bridges to torch, and a few ways to make tensors
+#
+# `from_torch(t)` makes a picotorch `Tensor` over **the same memory** as a CPU
+# `torch.Tensor`, with torch's shape, strides and offset; `t.to_torch()` goes
+# back. The tests use them to compare your layouts with torch's byte for byte —
+# and you can use them to experiment. `empty`, `zeros`, `tensor` and `arange`
+# make fresh, contiguous tensors; `from_numpy` wraps a NumPy result. They call
+# your `contiguous_strides` from exercise 1.
+
+# %% reference=true
+def from_torch(t: torch.Tensor) -> Tensor:
+    """A picotorch Tensor sharing the memory of the CPU tensor t, with its shape, strides and offset."""
+    if t.device.type != "cpu":
+        raise ValueError(f"from_torch needs a CPU tensor; this one is on {t.device}")
+    if t.dtype not in _DTYPE_OF_TORCH:
+        raise TypeError(f"picotorch has no dtype for {t.dtype}; it knows {', '.join(d.name for d in DTYPES)}")
+    t = t.detach()
+    n = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.as_strided((n,), (1,), 0).numpy()  # the whole storage, as a 1-D array over the same memory
+    return Tensor(Storage(flat), tuple(t.shape), t.stride(), t.storage_offset())
+
+
+def empty(*shape, dtype: DType = float32) -> Tensor:
+    shape = shape_arg(shape)
+    return Tensor(Storage.empty(math.prod(shape), dtype), shape, contiguous_strides(shape), 0)
+
+
+def zeros(*shape, dtype: DType = float32) -> Tensor:
+    t = empty(*shape, dtype=dtype)
+    t._storage.data[:] = 0
+    return t
+
+
+def from_numpy(array) -> Tensor:
+    """A contiguous Tensor holding the values of a NumPy array (sharing its memory when it is
+    already C-contiguous, copying it otherwise)."""
+    array = np.asarray(array)
+    array = np.require(array, requirements="C")
+    return Tensor(Storage(array.reshape(-1)), array.shape, contiguous_strides(array.shape), 0)
+
+
+def tensor(data, dtype: DType = None) -> Tensor:
+    """A new tensor from (nested lists of) Python numbers: floats give float32, as in torch."""
+    array = np.array(data)
+    if dtype is None:
+        dtype = {"b": bool_, "i": int64, "u": int64, "f": float32}[array.dtype.kind]
+    return from_numpy(array.astype(dtype.numpy))
+
+
+def arange(n: int, dtype: DType = int64) -> Tensor:
+    return from_numpy(np.arange(n, dtype=dtype.numpy))
+
+
+# %% [markdown]
+# The tests of this chapter apply *chains* of operations — say
+# `x.transpose(0, 1)[1:, ::2].unsqueeze(0)` — to a torch tensor and to your
+# tensor over the same memory, and compare after every step. The next cell holds
+# that machinery; you never need to call it, but its messages will name the
+# chain that went wrong, with its layout: shape, strides and offset.
+
+# %%
+import random
+import time
+
+
+class Op:
+    """One step of a chain: a method call like .transpose(0, 1), a property like .T, or an index [1:, ::2]."""
+
+    def __init__(self, name, *args):
+        self.name, self.args = name, args
+
+    def __call__(self, x):
+        if self.name == "getitem":
+            return x[self.args[0]]
+        if self.name in ("T", "mT"):
+            return getattr(x, self.name)
+        return getattr(x, self.name)(*self.args)
+
+    def __str__(self):
+        if self.name == "getitem":
+            key = self.args[0] if isinstance(self.args[0], tuple) else (self.args[0],)
+            return "[" + ", ".join(index_text(k) for k in key) + ("," if len(key) == 1 and isinstance(self.args[0], tuple) else "") + "]"
+        if self.name in ("T", "mT"):
+            return "." + self.name
+        return f".{self.name}({', '.join(repr(a) for a in self.args)})"
+
+    __repr__ = __str__
+
+
+def index_text(k) -> str:
+    if k is None:
+        return "None"
+    if k is Ellipsis:
+        return "..."
+    if isinstance(k, slice):
+        text = ("" if k.start is None else str(k.start)) + ":" + ("" if k.stop is None else str(k.stop))
+        return text + ("" if k.step is None else f":{k.step}")
+    return repr(k)
+
+
+def layout(t) -> str:
+    return f"shape {tuple(t.shape)}, stride {tuple(t.stride())}, offset {t.storage_offset()}"
+
+
+def describe(x):
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).replace('torch.', '')}, {layout(x)}"
+    return repr(x)
+
+
+def chain_text(ops, name="x") -> str:
+    return name + "".join(str(op) for op in ops)
+
+
+def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def fail(what: str, detail: str):
+    raise AssertionError(f"{what}: {detail}{inputs.replay_hint()}")
+
+
+def yours(what: str, fn, *args, **kwargs):
+    """fn(*args, **kwargs), your code: an exception it raises becomes a failure that names the call."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        fail(what, f"raised {type(e).__name__} ({e})")
+
+
+def expect_tensor(ours, theirs: torch.Tensor, what: str, base: torch.Tensor = None):
+    """ours agrees with torch's theirs: shape, strides, offset, dtype, values; with base, also
+    whether it shares base's memory (a view) or not (a copy), as torch's result does."""
+    if not isinstance(ours, Tensor):
+        fail(what, f"returned a {type(ours).__name__}, but torch returns a tensor of {layout(theirs)}")
+    compare.assert_equal(tuple(ours.shape), tuple(theirs.shape), f"{what}: shape")
+    compare.assert_equal(tuple(ours.stride()), tuple(theirs.stride()), f"{what} (shape {tuple(theirs.shape)}): stride()")
+    compare.assert_equal(ours.storage_offset(), theirs.storage_offset(), f"{what}: storage_offset()")
+    compare.assert_matches(ours, theirs, what, check_strides=True, check_offset=True)
+    if base is not None and theirs.numel() > 0:
+        if same_memory(theirs, base):
+            compare.assert_shares_memory(ours, base, what)
+        else:
+            compare.assert_no_shared_memory(ours, base, what)
+
+
+def same_outcome(ours_call, torch_call, what: str, base=None, exact_layout=True):
+    """Make the same call on both sides. Where torch raises, ours must raise the same exception type;
+    otherwise compare the results: with exact_layout, strides, offset and memory sharing too (for
+    views and copies); without, shape, dtype and values (for results of arithmetic, whose layout
+    torch chooses by rules this chapter leaves out). Returns (ours, theirs), or None when torch raised."""
+    try:
+        theirs = torch_call()
+    except Exception as e:
+        expected = type(e)
+        try:
+            got = ours_call()
+        except NotImplementedError:
+            raise
+        except expected:
+            return None
+        except Exception as e2:
+            fail(what, f"raised {type(e2).__name__} ({e2}) but torch raises {expected.__name__} ({e})")
+        fail(what, f"returned {got!r:.60} but torch raises {expected.__name__} ({e})")
+    try:
+        ours = ours_call()
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        fail(what, f"raised {type(e).__name__} ({e}) but torch returns a tensor of {layout(theirs)}"
+             if isinstance(theirs, torch.Tensor) else f"raised {type(e).__name__} ({e}) but torch returns {theirs!r}")
+    if isinstance(theirs, torch.Tensor) and exact_layout:
+        expect_tensor(ours, theirs, what, base)
+    elif isinstance(theirs, torch.Tensor):
+        if not isinstance(ours, Tensor):
+            fail(what, f"returned a {type(ours).__name__}, but torch returns a tensor of shape {tuple(theirs.shape)}")
+        compare.assert_matches(ours, theirs, what)
+    return ours, theirs
+
+
+def check_chain(base: torch.Tensor, ops, name="x"):
+    """Apply ops step by step to base and to from_torch(base); compare after every step."""
+    theirs, ours = base, from_torch(base)
+    for i in range(len(ops)):
+        what = f"{chain_text(ops[:i + 1], name)} where {name} has {layout(base)}"
+        result = same_outcome(lambda: ops[i](ours), lambda: ops[i](theirs), what, base=base)
+        if result is None:
+            return
+        ours, theirs = result
+
+
+def check_chain_of(draw, x, names, length):
+    """A random chain of `length` ops among `names` (each fitting the result of the one before), checked."""
+    ops, t = [], x
+    for _ in range(length):
+        op = random_op(draw, t, names)
+        ops.append(op)
+        try:
+            t = op(t)
+        except Exception:
+            break
+    check_chain(x, ops)
+
+
+class Draws:
+    """draw(low, high): an int in [low, high]. Fresh from a random stream (at most `scale` of the way
+    from low to high, so that early examples are small), or replayed from recorded choices."""
+
+    def __init__(self, rng=None, scale=1.0, replay=None):
+        self.rng, self.scale, self.replay, self.made = rng, scale, replay, []
+
+    def __call__(self, low, high):
+        if self.replay is not None:
+            i = len(self.made)
+            value = min(max(self.replay[i], low), high) if i < len(self.replay) else low
+        else:
+            value = self.rng.randint(low, low + round((high - low) * self.scale))
+        self.made.append(value)
+        return value
+
+
+def for_random_inputs(test, examples=100, shrink_seconds=5.0):
+    """Run test(draw) on `examples` random inputs, small ones first. When one fails, simplify it
+    (fewer and smaller choices) while it still fails, and report the simplest failure found.
+    The inputs follow this run's seed, so a failure can be replayed (see its message)."""
+    for i in range(examples):
+        draws = Draws(random.Random(f"{inputs.seed()}:{test.__name__}:{i}"), scale=min(1.0, 3 * (i + 1) / examples))
+        try:
+            test(draws)
+        except AssertionError as error:
+            raise _simplest_failure(test, draws.made, error, shrink_seconds) from None
+
+
+def _simplest_failure(test, choices, error, seconds):
+    def failure(candidate):
+        try:
+            test(Draws(replay=candidate))
+        except AssertionError as e:
+            return e
+        except Exception:  # a different problem: not the failure being simplified
+            return None
+        return None
+
+    deadline = time.monotonic() + seconds
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for j in range(len(choices)):
+            for candidate in (choices[:j], choices[:j] + [0] + choices[j + 1:],
+                              choices[:j] + [choices[j] // 2] + choices[j + 1:]):
+                if candidate == choices or time.monotonic() > deadline:
+                    continue
+                e = failure(candidate)
+                if e is not None:
+                    choices, error, improved = candidate, e, True
+                    break
+            if improved:
+                break
+    return error
+
+
+# Random inputs: every generator takes draw(low, high), an int in [low, high], so that
+# for_random_inputs can replay and simplify a failing input.
+def random_shape(draw, max_dims=4, max_size=4):
+    return tuple(0 if draw(0, 11) == 0 else draw(1, max_size) for _ in range(draw(0, max_dims)))
+
+
+def random_values(draw, shape, dtype=torch.float32):
+    g = torch.Generator().manual_seed(draw(0, 2**31))
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) < 0.5
+    if dtype == torch.int64:
+        return torch.randint(-5, 6, shape, generator=g)
+    return torch.randn(shape, generator=g, dtype=dtype)
+
+
+def _dim(draw, n, extra=0):
+    m = max(n + extra, 1)
+    d = draw(0, m - 1)
+    return d - m if draw(0, 1) else d
+
+
+def _permutation(draw, n):
+    dims = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = draw(0, i)
+        dims[i], dims[j] = dims[j], dims[i]
+    return [d - n if draw(0, 2) == 0 else d for d in dims]
+
+
+def _new_shape(draw, shape):
+    """A shape with as many elements, made by merging and splitting dims (often viewable) or at random."""
+    numel = math.prod(shape)
+    dims = list(shape)
+    if numel == 0 or draw(0, 1):
+        for _ in range(draw(1, 3)):
+            kind = draw(0, 3)
+            if kind == 0 and len(dims) >= 2:
+                i = draw(0, len(dims) - 2)
+                dims[i:i + 2] = [dims[i] * dims[i + 1]]
+            elif kind == 1 and dims:
+                i = draw(0, len(dims) - 1)
+                f = [k for k in range(1, dims[i] + 1) if dims[i] % k == 0] if dims[i] else [0, 1, 2]
+                k = f[draw(0, len(f) - 1)]
+                dims[i:i + 1] = [k, dims[i] // k if k else draw(0, 3)] if dims[i] else [k, 0]
+            elif kind == 2:
+                dims.insert(draw(0, len(dims)), 1)
+            elif 1 in dims:
+                dims.remove(1)
+    else:
+        factors, m, p = [], numel, 2
+        while m > 1:
+            while m % p == 0:
+                factors.append(p)
+                m //= p
+            p += 1
+        dims = [1] * draw(1, 4)
+        for f in factors:
+            dims[draw(0, len(dims) - 1)] *= f
+    if dims and draw(0, 2) == 0:
+        dims[draw(0, len(dims) - 1)] = -1
+    return dims
+
+
+def random_op(draw, t, names, errors=True):
+    """An Op of one of `names` with arguments that fit t; now and then (errors=True) one torch rejects."""
+    name = names[draw(0, len(names) - 1)]
+    n, shape = t.dim(), tuple(t.shape)
+    bad = errors and draw(0, 11) == 0
+    if name == "T" and n != 2:
+        name = "mT"  # torch warns about T for other than 2 dims
+    if name == "permute" and n == 0:
+        name = "transpose"
+    if name == "mT" and n < 2 and not (bad and n == 1):
+        name = "transpose"
+    if name in ("T", "mT", "contiguous", "clone"):
+        return Op(name)
+    if name == "transpose":
+        return Op(name, max(n, 1), 0) if bad else Op(name, _dim(draw, n), _dim(draw, n))
+    if name == "permute":
+        dims = _permutation(draw, n)
+        if bad:
+            dims = dims + [0] if n < 2 else dims[:-1] + [dims[0]]
+        return Op(name, *dims)
+    if name in ("view", "reshape"):
+        dims = _new_shape(draw, shape)
+        if bad:
+            dims = dims + [2] if dims else [2]
+        return Op(name, *dims) if dims and draw(0, 1) else Op(name, tuple(dims))
+    if name == "unsqueeze":
+        return Op(name, n + 1 if bad else _dim(draw, n, extra=1))
+    if name == "squeeze":
+        ones = [d for d in range(n) if shape[d] == 1]
+        kind = draw(0, 3)
+        if bad:
+            return Op(name, max(n, 1))
+        if kind == 0:
+            return Op(name)
+        if kind == 1 or not ones:
+            return Op(name, _dim(draw, n))
+        if kind == 2:
+            return Op(name, ones[draw(0, len(ones) - 1)])
+        return Op(name, tuple(d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]))
+    if name == "flatten":
+        a, b = sorted([draw(0, max(n, 1) - 1), draw(0, max(n, 1) - 1)])
+        if bad and a < b:
+            a, b = b, a
+        a, b = (a - max(n, 1) if draw(0, 2) == 0 else a), (b - max(n, 1) if draw(0, 2) == 0 else b)
+        return [Op(name), Op(name, a), Op(name, a, b)][draw(0, 2)]
+    if name == "narrow":
+        if n == 0:
+            return Op(name, 0, 0, 1)
+        d = draw(0, n - 1)
+        size = shape[d]
+        start = draw(-size, size)
+        length = draw(0, size - (start + size if start < 0 else start))
+        if bad:
+            length = size + 1
+        return Op(name, d - n if draw(0, 1) else d, start, length)
+    if name == "as_strided":
+        room = t.untyped_storage().nbytes() // t.element_size()
+        k = draw(0, 3)
+        size = [draw(0, 3) for _ in range(k)]
+        stride = [draw(0, 4) for _ in range(k)]
+
+        def span():
+            return sum((a - 1) * s for a, s in zip(size, stride)) if all(size) else 0
+
+        if room == 0 and k:
+            size[0] = 0
+        while room > 0 and span() >= room:
+            i = max(range(k), key=lambda d: (size[d] - 1) * stride[d])
+            stride[i] //= 2
+        if draw(0, 2) == 0 and t.storage_offset() + span() < room:
+            offset = None
+        else:
+            offset = draw(0, max(room - 1 - span(), 0))
+        if bad:
+            offset, size = room, [max(a, 1) for a in size]
+        if offset is None:
+            return Op(name, tuple(size), tuple(stride))
+        return Op(name, tuple(size), tuple(stride), offset)
+    if name in ("expand", "broadcast_to"):
+        sizes = [draw(0, 3) if s == 1 and draw(0, 1) else (-1 if name == "expand" and draw(0, 3) == 0 else s)
+                 for s in shape]
+        lead = [draw(0, 3) for _ in range(draw(0, 2))] if n else [draw(1, 3) for _ in range(draw(0, 2))]
+        if bad and any(s > 1 for s in shape):
+            i = max(range(n), key=lambda d: shape[d])
+            sizes[i] = shape[i] + 1
+        elif bad:
+            lead = [-1] + lead if name == "expand" else lead + [2, 3][:max(0, 1 - n)]
+        target = lead + sizes
+        return Op(name, *target) if name == "expand" and target and draw(0, 1) else Op(name, tuple(target))
+    if name == "getitem":
+        return Op(name, random_index(draw, shape, bad))
+    raise ValueError(name)
+
+
+def random_index(draw, shape, bad=False):
+    n = len(shape)
+    left = draw(0, n)
+    right = draw(0, n - left) if draw(0, 2) == 0 else 0
+    ellipsis = right > 0 or draw(0, 3) == 0
+
+    def item(size):
+        if size > 0 and draw(0, 2) == 0:
+            return draw(-size, size - 1)
+        start = None if draw(0, 1) else draw(-size - 2, size + 2)
+        stop = None if draw(0, 1) else draw(-size - 2, size + 2)
+        return slice(start, stop, [None, 1, 2, 3][draw(0, 3)])
+
+    key = [item(shape[d]) for d in range(left)]
+    tail = [item(shape[n - right + d]) for d in range(right)]
+    if bad:
+        kind = draw(0, 2)
+        if kind == 0 and n:
+            key = [shape[0]] + key[1:] if left else [shape[0]]
+        elif kind == 1:
+            key = key + [0] * (n - left - right + 1)
+        elif left + right < n:
+            key = key + [slice(None, None, -1)]
+    key = key + ([Ellipsis] if ellipsis else []) + tail
+    for _ in range(draw(0, 2)):
+        key.insert(draw(0, len(key)), None)
+    return tuple(key) if len(key) != 1 or draw(0, 1) else key[0]
+
+
+LAYOUT_OPS = ("transpose", "permute", "getitem", "getitem", "narrow", "expand", "unsqueeze", "T")
+
+
+def random_layout(draw, dtype=None, max_dims=4, values="positions"):
+    """A torch tensor in a random layout — transposed, sliced with steps, expanded, with an offset —
+    made by a few torch ops from a fresh storage. With values="positions", each element's value is its
+    storage position; with "random", random values of the dtype."""
+    dtype = dtype or [torch.float32, torch.float64, torch.int64, torch.bool][draw(0, 3)]
+    shape = random_shape(draw, max_dims=max_dims)
+    n = math.prod(shape)
+    if values == "positions":
+        t = torch.arange(n).to(dtype) if dtype != torch.bool else torch.arange(n) % 3 == 0
+        t = t.reshape(shape)
+    else:
+        t = random_values(draw, shape, dtype)
+    for _ in range(draw(0, 3)):
+        op = random_op(draw, t, LAYOUT_OPS, errors=False)
+        try:
+            t = op(t)
+        except (RuntimeError, IndexError, ValueError, TypeError):
+            pass
+    return t
+
+
+# %% [markdown]
+# ## Exercise 1 — contiguous strides, and where an element lives
+#
+# A fresh tensor is **contiguous**: its last dim has stride 1, and each dim's
+# stride is the previous stride times the previous size, going right to left.
+# For shape `(2, 3, 4)`:
+#
+# | dim | 0 | 1 | 2 |
+# |---|---|---|---|
+# | size | 2 | 3 | 4 |
+# | stride | 3·4 = 12 | 4 | 1 |
+#
+# One rule from torch: a dim of size 0 counts as size 1 when computing the
+# strides of the dims before it, so `(2, 0, 3)` has strides `(3, 3, 1)`.
+#
+# Write `contiguous_strides(shape)` (a tuple; `()` for shape `()`) and
+# `storage_position(index, stride, offset)`: the storage position of the
+# element at `index` (a tuple of non-negative ints, one per dim).
+#
+# Real PyTorch: `c10/core/TensorImpl.h` (`empty_tensor_restride`), and the
+# contiguity rule in [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h).
+
+# %% solution="ex_strides" reference=true
+def contiguous_strides(shape) -> tuple:
+    """The strides of a fresh (contiguous, row-major) tensor of this shape."""
+    ### BEGIN SOLUTION
+    strides, step = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+    ### END SOLUTION
+
+
+def storage_position(index, stride, offset: int = 0) -> int:
+    """Where element `index` lives in the storage: offset + sum of index[d] * stride[d]."""
+    ### BEGIN SOLUTION
+    position = offset
+    for i, s in zip(index, stride):
+        position += i * s
+    return position
+    ### END SOLUTION
+
+
+# %% tests="ex_strides" points=1
+for shape in [(3, 4), (2, 3, 4), (5,), (), (2, 0, 3), (1, 1)]:
+    what = f"contiguous_strides({shape})"
+    compare.assert_equal(tuple(yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
+what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"
+compare.assert_equal(yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
+                     x[1, 2, 0].storage_offset(), what)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_strides(draw):
+    shape = random_shape(draw, max_dims=5, max_size=5)
+    what = f"contiguous_strides({shape})"
+    compare.assert_equal(tuple(yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+    t = random_layout(draw)
+    if t.numel():
+        index = tuple(draw(0, s - 1) for s in t.shape)
+        what = f"storage_position({index}, stride={t.stride()}, offset={t.storage_offset()})"
+        compare.assert_equal(yours(what, storage_position, index, t.stride(), t.storage_offset()),
+                             t[index].storage_offset(), what)
+
+
+for_random_inputs(test_strides, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 2 — what a tensor knows about itself
+#
+# Add four methods to `Tensor`:
+#
+# - `numel()`: the number of elements (the product of the shape; `1` for shape `()`);
+# - `dim()`: the number of dims;
+# - `element_size()`: bytes per element (ask the storage);
+# - `is_contiguous()`: whether the strides are those of a fresh tensor of this
+#   shape — with torch's two exceptions: a tensor with no elements is always
+#   contiguous, and **the stride of a dim of size 1 never matters** (you never
+#   step along it), so it is skipped.
+#
+# ```
+# shape (3, 1) stride (1, 7)     -> contiguous (dim 1 has size 1)
+# shape (4, 3) stride (1, 4)     -> not contiguous (a transpose)
+# shape (2, 2) stride (4, 2)     -> not contiguous (every other column)
+# ```
+#
+# Real PyTorch: `_compute_contiguous` in [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h).
+
+# %% solution="ex_tensor_basics" reference=true
+@add_methods(Tensor)
+class TensorBasics:
+    def numel(self) -> int:
+        ### BEGIN SOLUTION
+        return math.prod(self._shape)
+        ### END SOLUTION
+
+    def dim(self) -> int:
+        ### BEGIN SOLUTION
+        return len(self._shape)
+        ### END SOLUTION
+
+    def element_size(self) -> int:
+        ### BEGIN SOLUTION
+        return self._storage.element_size()
+        ### END SOLUTION
+
+    def is_contiguous(self) -> bool:
+        ### BEGIN SOLUTION
+        if self.numel() == 0:
+            return True
+        expected = 1
+        for size, stride in zip(reversed(self._shape), reversed(self._stride)):
+            if size != 1:
+                if stride != expected:
+                    return False
+                expected *= size
+        return True
+        ### END SOLUTION
+
+
+# %% tests="ex_tensor_basics" points=2
+def expect_basics(t: torch.Tensor, what: str):
+    ours = from_torch(t)
+    for name in ("numel", "dim", "element_size", "is_contiguous"):
+        call = f"{name}() of {what} ({layout(t)})"
+        compare.assert_equal(yours(call, getattr(ours, name)), getattr(t, name)(), call)
+
+
+base = torch.arange(12.).reshape(3, 4)
+for what, t in {"x": base, "x.T": base.T, "x[:, ::2]": base[:, ::2], "x[1]": base[1], "x[1, 2]": base[1, 2],
+                "x[:, :1]": base[:, :1], "an int64 x": base.long(), "a bool x": base > 5}.items():
+    expect_basics(t, what)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_basics(draw):
+    t = random_layout(draw)
+    expect_basics(t, "a tensor")
+    if t.dim():  # sizes of 1 with odd strides are still contiguous
+        odd = t.contiguous().as_strided(t.shape, [s if n != 1 else draw(0, 9) for n, s in
+                                                   zip(t.shape, torch.empty(t.shape).stride())])
+        expect_basics(odd, "a tensor with arbitrary strides on its size-1 dims")
+
+
+for_random_inputs(test_basics, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 3 — copies: `contiguous`, `clone`, `item`, `tolist`
+#
+# Most operations in this chapter copy nothing. These four are the exceptions,
+# and each has a rule worth knowing:
+#
+# - `contiguous()` returns **the tensor itself** (`t.contiguous() is t`) when it
+#   is already contiguous; otherwise a new contiguous tensor with the same
+#   values: fresh storage, offset 0.
+# - `clone()` always copies, into fresh storage, and **keeps the layout**: the
+#   clone of a transposed tensor is transposed too (torch's
+#   `memory_format=torch.preserve_format`). The given `dense_strides_like(shape,
+#   stride)` below is torch's rule for those strides; allocate `numel()`
+#   elements and write the values with NumPy (`out.numpy()[...] = ...`).
+# - `item()`: the single element of a one-element tensor (of any shape) as a
+#   Python number; `RuntimeError` otherwise. Where does the one element live?
+#   (Every index is 0.)
+# - `tolist()`: nested Python lists (a plain number for a 0-dim tensor). Walk
+#   the indices and read the storage at `storage_position(...)`.
+#
+# Real PyTorch: `contiguous` in [`aten/src/ATen/native/TensorProperties.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorProperties.cpp),
+# `clone` and `empty_like` in [`aten/src/ATen/native/TensorFactories.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorFactories.cpp).
+
+# %% reference=true
+def dense_strides_like(shape, stride) -> tuple:
+    """torch's strides for a copy that keeps a tensor's layout (empty_like with preserve_format):
+    the same strides if they already cover the elements exactly once without gaps, otherwise
+    contiguous strides with the dims ordered as the given strides order them."""
+    n = len(shape)
+    if math.prod(shape) == 0 or _non_overlapping_and_dense(shape, stride):
+        return tuple(stride)
+    perm = list(range(n - 1, -1, -1))  # innermost dim first
+    for i in range(1, n):  # a stable insertion sort; stride-0 dims keep their place
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            a, b = perm[dim0], perm[dim1]
+            if stride[a] == 0 or stride[b] == 0:
+                continue
+            if stride[a] > stride[b] or (stride[a] == stride[b] and shape[a] > shape[b]):
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif stride[a] < stride[b]:
+                break
+    result, step = [0] * n, 1
+    for d in perm:
+        result[d] = step
+        step *= max(shape[d], 1) if shape[d] > 1 else 1
+    return tuple(result)
+
+
+def _non_overlapping_and_dense(shape, stride) -> bool:
+    if len(shape) == 1:
+        return shape[0] < 2 or stride[0] == 1
+    order = sorted(range(len(shape)), key=lambda d: (shape[d] < 2, stride[d] if shape[d] >= 2 else 0))
+    expected = 1
+    for d in order:
+        if shape[d] < 2:
+            return True
+        if stride[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+# %% solution="ex_copies" reference=true
+@add_methods(Tensor)
+class Copies:
+    def contiguous(self) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.is_contiguous():
+            return self
+        out = empty(self._shape, dtype=self.dtype)
+        out.numpy()[...] = self.numpy()
+        return out
+        ### END SOLUTION
+
+    def clone(self) -> "Tensor":
+        ### BEGIN SOLUTION
+        out = Tensor(Storage.empty(self.numel(), self.dtype), self._shape,
+                     dense_strides_like(self._shape, self._stride), 0)
+        out.numpy()[...] = self.numpy()
+        return out
+        ### END SOLUTION
+
+    def item(self):
+        ### BEGIN SOLUTION
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self._storage.data[self._offset].item()
+        ### END SOLUTION
+
+    def tolist(self):
+        ### BEGIN SOLUTION
+        data, shape, stride = self._storage.data, self._shape, self._stride
+
+        def build(d, position):
+            if d == len(shape):
+                return data[position].item()
+            return [build(d + 1, position + i * stride[d]) for i in range(shape[d])]
+
+        return build(0, self._offset)
+        ### END SOLUTION
+
+
+# %% tests="ex_copies" points=2
+def expect_copies(t: torch.Tensor, what: str):
+    ours = from_torch(t)
+    result = same_outcome(lambda: ours.contiguous(), lambda: t.contiguous(), f"{what}.contiguous()", base=t)
+    if t.is_contiguous():
+        assert result[0] is ours, f"{what}.contiguous() made a new tensor, but torch returns the tensor itself when it is already contiguous ({layout(t)})"
+    same_outcome(lambda: ours.clone(), lambda: t.clone(), f"{what}.clone()", base=t)
+    got, want = yours(f"{what}.tolist()", ours.tolist), t.tolist()
+    compare.assert_equal(got, want, f"{what}.tolist() ({layout(t)})")
+    if t.numel() == 1:
+        got = yours(f"{what}.item()", ours.item)
+        compare.assert_equal((type(got).__name__, got), (type(t.item()).__name__, t.item()), f"{what}.item() ({layout(t)})")
+    else:
+        compare.assert_raises(RuntimeError, ours.item, f"{what}.item() with {t.numel()} elements")
+
+
+x = torch.arange(12.).reshape(3, 4)
+for what, t in {"x": x, "x.T": x.T, "x[1:, ::2]": x[1:, ::2], "x[2, 1:2]": x[2, 1:2], "x[1, 3]": x[1, 3],
+                "an int64 x.T": x.long().T, "x[0].expand(2, 4)": x[0].expand(2, 4)}.items():
+    expect_copies(t, what)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_copies(draw):
+    expect_copies(random_layout(draw), "x")
+
+
+for_random_inputs(test_copies, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 4 — `view` and `reshape`
+#
+# `t.view(*shape)` shows the same elements, in the same (row-major) order, in a
+# new shape — **without copying**. One size may be `-1`: it is inferred from the
+# others. When it is possible, the new strides follow from the old ones; when it
+# is not, `view` raises `RuntimeError` and `reshape` copies instead.
+#
+# When is it possible? Group the old dims into **chunks**: neighbouring dims
+# where stepping off the end of the inner dim lands exactly on the next step of
+# the outer one (`stride[d-1] == size[d] * stride[d]`). Inside a chunk the
+# elements are evenly spaced, like one long dim. Every new dim must fall inside
+# one chunk.
+#
+# ```
+# x = arange(12).view(3, 4)   shape (3, 4) stride (4, 1): one chunk of 12   -> x.view(2, 6) has stride (6, 1)
+# x.T                          shape (4, 3) stride (1, 4): two chunks        -> x.T.view(12) is impossible
+# x[:, :2]                     shape (3, 2) stride (4, 1): two chunks        -> x[:, :2].view(6) is impossible,
+#                                                                             but .view(3, 2, 1) and .view(3, 1, 2) are fine
+# ```
+#
+# Write:
+#
+# - `infer_size(shape, numel)`: the shape with its `-1` filled in. Raise
+#   `RuntimeError` for two `-1`s, a negative size other than `-1`, a shape with
+#   the wrong number of elements, and a `-1` that could be anything (0 elements,
+#   and another size is 0);
+# - `view_strides(old_shape, old_stride, new_shape)`: the strides of the view,
+#   or `None` if there are none. This is torch's `computeStride`; port it from
+#   [`aten/src/ATen/TensorUtils.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/TensorUtils.cpp).
+#   Two special cases come first there: an old shape of `()` (every new stride
+#   is 1), and tensors with no elements (the old strides if the shape is the
+#   same, contiguous strides otherwise);
+# - `view(*shape)`, and `reshape(*shape)`: a view when `view_strides` finds one,
+#   else a contiguous copy (`contiguous()` from exercise 3) viewed in the new
+#   shape.
+#
+# Real PyTorch: `view` and `reshape` in [`aten/src/ATen/native/TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp),
+# `infer_size` in [`aten/src/ATen/InferSize.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/InferSize.h).
+
+# %% solution="ex_view" reference=true
+def infer_size(shape, numel: int) -> tuple:
+    """shape with its one -1 replaced, so that it has numel elements; RuntimeError where torch raises."""
+    ### BEGIN SOLUTION
+    shape = tuple(shape)
+    inferred, known = None, 1
+    for i, size in enumerate(shape):
+        if size == -1:
+            if inferred is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            inferred = i
+        elif size < 0:
+            raise RuntimeError(f"invalid shape dimension {size} at index {i} of shape {list(shape)}")
+        else:
+            known *= size
+    if numel == known or (inferred is not None and known > 0 and numel % known == 0):
+        if inferred is None:
+            return shape
+        if known == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
+                               "unspecified dimension size -1 can be any value and is ambiguous")
+        return shape[:inferred] + (numel // known,) + shape[inferred + 1:]
+    raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    ### END SOLUTION
+
+
+def view_strides(old_shape, old_stride, new_shape):
+    """torch's computeStride: strides that show the same elements in new_shape, or None."""
+    ### BEGIN SOLUTION
+    old_shape, old_stride, new_shape = tuple(old_shape), tuple(old_stride), tuple(new_shape)
+    if not old_shape:
+        return (1,) * len(new_shape)
+    if math.prod(old_shape) == 0:
+        return old_stride if old_shape == new_shape else contiguous_strides(new_shape)
+    new_stride = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_stride[-1]
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        if tensor_d == 0 or (old_shape[tensor_d - 1] != 1
+                             and old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_stride[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_stride[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_stride)
+    ### END SOLUTION
+
+
+@add_methods(Tensor)
+class Views:
+    def view(self, *shape) -> "Tensor":
+        ### BEGIN SOLUTION
+        shape = infer_size(shape_arg(shape), self.numel())
+        stride = view_strides(self._shape, self._stride, shape)
+        if stride is None:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+        return Tensor(self._storage, shape, stride, self._offset)
+        ### END SOLUTION
+
+    def reshape(self, *shape) -> "Tensor":
+        ### BEGIN SOLUTION
+        shape = infer_size(shape_arg(shape), self.numel())
+        stride = view_strides(self._shape, self._stride, shape)
+        if stride is not None:
+            return Tensor(self._storage, shape, stride, self._offset)
+        return self.contiguous().view(shape)
+        ### END SOLUTION
+
+
+# %% tests="ex_view" points=3
+x = torch.arange(24.).reshape(2, 3, 4)
+check_chain(x, [Op("view", 6, 4)])
+check_chain(x, [Op("view", 4, -1, 2)])
+check_chain(x, [Op("view", (24,))])
+check_chain(x, [Op("view", 5, -1)])                               # torch: RuntimeError (24 is not a multiple of 5)
+check_chain(x.transpose(0, 2), [Op("view", 24)], "y")             # torch: RuntimeError (not viewable)
+check_chain(x.transpose(0, 2), [Op("reshape", 24)], "y")          # a copy
+check_chain(x[:, :, :2], [Op("view", 2, 3, 1, 2)], "y")
+check_chain(x[1, 1:], [Op("reshape", 8)], "y")
+compare.assert_equal(yours("infer_size((2, -1), 6)", infer_size, (2, -1), 6), (2, 3), "infer_size((2, -1), 6)")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_views(draw):
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("view", "reshape"), draw(1, 3))
+
+
+
+for_random_inputs(test_views, 150)
+for shape, numel in [((-1, -1), 4), ((0, -1), 0), ((-2, 2), 4), ((3, -1), 7), ((0, 3), 0), ((-1,), 0), ((2, 2), 5)]:
+    what = f"infer_size({shape}, {numel})"
+    result = same_outcome(lambda: infer_size(shape, numel), lambda: tuple(torch.empty(numel).view(shape).shape), what)
+    if result is not None:
+        compare.assert_equal(tuple(result[0]), result[1], what)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 5 — `transpose`, `permute`, `T`, `mT`
+#
+# Reordering dims reorders the shape **and the strides** together, and leaves
+# the storage and the offset alone:
+#
+# ```
+# x         shape (2, 3, 4)  stride (12, 4, 1)
+# x.transpose(0, 2)  shape (4, 3, 2)  stride (1, 4, 12)
+# x.permute(2, 0, 1) shape (4, 2, 3)  stride (1, 12, 4)    dim i of the result is dim dims[i] of x
+# ```
+#
+# - `transpose(dim0, dim1)` swaps two dims (negative dims allowed: use `wrap_dim`);
+# - `permute(*dims)`: `dims` must name every dim exactly once — `RuntimeError` if
+#   there are too few or too many, or one repeats; `IndexError` (from `wrap_dim`)
+#   if one is out of range;
+# - `T` (a property) reverses all dims (torch only allows it for up to 2 dims
+#   without a warning; reverse them anyway);
+# - `mT` (a property) swaps the last two dims: `RuntimeError` below 2 dims.
+#
+# Real PyTorch: `transpose`, `permute` and `matrix_H`/`mT` in
+# [`aten/src/ATen/native/TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp).
+
+# %% solution="ex_transpose" reference=true
+@add_methods(Tensor)
+class Transposes:
+    def transpose(self, dim0: int, dim1: int) -> "Tensor":
+        ### BEGIN SOLUTION
+        n = self.dim()
+        d0, d1 = wrap_dim(dim0, n), wrap_dim(dim1, n)
+        if n == 0:
+            return Tensor(self._storage, (), (), self._offset)
+        shape, stride = list(self._shape), list(self._stride)
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+        stride[d0], stride[d1] = stride[d1], stride[d0]
+        return Tensor(self._storage, shape, stride, self._offset)
+        ### END SOLUTION
+
+    def permute(self, *dims) -> "Tensor":
+        ### BEGIN SOLUTION
+        dims = shape_arg(dims)
+        n = self.dim()
+        if len(dims) != n:
+            raise RuntimeError(f"permute(): number of dims don't match: the tensor has {n}, got {len(dims)}")
+        dims = [wrap_dim(d, n) for d in dims]
+        if len(set(dims)) != n:
+            raise RuntimeError("permute(): duplicate dims are not allowed.")
+        return Tensor(self._storage, [self._shape[d] for d in dims], [self._stride[d] for d in dims], self._offset)
+        ### END SOLUTION
+
+    @property
+    def T(self) -> "Tensor":
+        ### BEGIN SOLUTION
+        return self.permute(*range(self.dim() - 1, -1, -1))
+        ### END SOLUTION
+
+    @property
+    def mT(self) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.dim() < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.dim()}-D tensor.")
+        return self.transpose(-2, -1)
+        ### END SOLUTION
+
+
+# %% tests="ex_transpose" points=2
+x = torch.arange(24.).reshape(2, 3, 4)
+check_chain(x, [Op("transpose", 0, 1)])
+check_chain(x, [Op("transpose", -1, 0), Op("transpose", 1, 2)])
+check_chain(x, [Op("permute", 2, 0, 1)])
+check_chain(x, [Op("permute", 1, 2, 0), Op("permute", 1, 2, 0)])
+check_chain(x, [Op("mT")])
+check_chain(x[1, :, 1:], [Op("T"), Op("T")], "y")
+check_chain(x, [Op("permute", 0, 0, 1)])                          # torch: RuntimeError
+check_chain(x, [Op("transpose", 0, 3)])                           # torch: IndexError
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_transposes(draw):
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("transpose", "permute", "T", "mT"), draw(1, 4))
+
+
+for_random_inputs(test_transposes, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 6 — dims of size 1: `unsqueeze`, `squeeze`, `flatten`
+#
+# A dim of size 1 holds no information about the layout: you never step along
+# it, so its stride is never used. Still, torch picks one, and so must you:
+#
+# - `unsqueeze(dim)` inserts a dim of size 1 at position `dim` (from `-ndim-1`
+#   to `ndim`: `wrap_dim(dim, ndim + 1)`). Its stride is **the size times the
+#   stride of the dim it is inserted before**, or 1 at the end:
+#   `(3, 4)/(4, 1).unsqueeze(1)` has stride `(4, 4, 1)`;
+# - `squeeze(dim=None)` removes dims of size 1: all of them, or only `dim` (an
+#   int or a tuple of ints) — and only where the size really is 1; asking to
+#   squeeze a dim of size 3 is allowed and does nothing;
+# - `flatten(start_dim=0, end_dim=-1)` merges the dims from `start_dim` to
+#   `end_dim` (both included) into one, with `reshape` — so it is a view when it
+#   can be and **a copy when it must**. A 0-dim tensor flattens to shape `(1,)`;
+#   `start_dim == end_dim` returns the tensor itself; `start_dim` after
+#   `end_dim` is a `RuntimeError`.
+#
+# Real PyTorch: `unsqueeze` (`inferUnsqueezeGeometry`), `squeeze` and `flatten`
+# in [`aten/src/ATen/native/TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp).
+
+# %% solution="ex_unsqueeze" reference=true
+@add_methods(Tensor)
+class SizeOneDims:
+    def unsqueeze(self, dim: int) -> "Tensor":
+        ### BEGIN SOLUTION
+        n = self.dim()
+        d = wrap_dim(dim, n + 1)
+        new_stride = self._shape[d] * self._stride[d] if d < n else 1
+        return Tensor(self._storage, self._shape[:d] + (1,) + self._shape[d:],
+                      self._stride[:d] + (new_stride,) + self._stride[d:], self._offset)
+        ### END SOLUTION
+
+    def squeeze(self, dim=None) -> "Tensor":
+        ### BEGIN SOLUTION
+        n = self.dim()
+        if dim is None:
+            dims = set(range(n))
+        else:
+            dims = {wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        keep = [d for d in range(n) if not (d in dims and self._shape[d] == 1)]
+        return Tensor(self._storage, [self._shape[d] for d in keep], [self._stride[d] for d in keep], self._offset)
+        ### END SOLUTION
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        ### BEGIN SOLUTION
+        n = self.dim()
+        start, end = wrap_dim(start_dim, n), wrap_dim(end_dim, n)
+        if n == 0:
+            return self.reshape(1)
+        if start > end:
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+        if start == end:
+            return self
+        merged = math.prod(self._shape[start:end + 1])
+        return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])
+        ### END SOLUTION
+
+
+# %% tests="ex_unsqueeze" points=2
+x = torch.arange(24.).reshape(2, 3, 4)
+check_chain(x, [Op("unsqueeze", 1)])
+check_chain(x.transpose(0, 2), [Op("unsqueeze", 1), Op("unsqueeze", -1)], "y")
+check_chain(x[:, 0:1], [Op("squeeze")], "y")
+check_chain(x, [Op("unsqueeze", 0), Op("squeeze", (0, 1))])
+check_chain(x, [Op("flatten")])
+check_chain(x.transpose(0, 1), [Op("flatten", 1)], "y")
+check_chain(x.transpose(1, 2), [Op("flatten")], "y")              # a copy
+check_chain(x, [Op("flatten", 2, 1)])                              # torch: RuntimeError
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_size_one_dims(draw):
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("unsqueeze", "squeeze", "flatten"), draw(1, 4))
+
+
+for_random_inputs(test_size_one_dims, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 7 — windows: `narrow` and `as_strided`
+#
+# `t.narrow(dim, start, length)` keeps `length` elements of `dim` from `start`
+# on. The strides stay; the **offset moves** to where element `start` of that
+# dim is:
+#
+# ```
+# x = arange(12).view(3, 4)    offset 0, stride (4, 1)
+# x.narrow(1, 1, 2)            offset 0 + 1*1 = 1, shape (3, 2), stride (4, 1)
+# x.narrow(1, 1, 2).narrow(0, 2, 1)   offset 1 + 2*4 = 9     <- add to the offset you have, never reset it
+# ```
+#
+# Torch's checks, in order: a 0-dim tensor — `RuntimeError`; `length < 0` —
+# `RuntimeError`; `dim` out of range — `IndexError`; `start` outside
+# `[-size, size]` — `IndexError` (a negative start counts from the end);
+# `start + length > size` — `RuntimeError`.
+#
+# `t.as_strided(size, stride, storage_offset=None)` is the raw tool: any shape,
+# strides and offset over the same storage. Without `storage_offset`, the offset
+# is **the tensor's own**. Refuse (`RuntimeError`) a `size` and `stride` of
+# different lengths, a negative stride, and a view that would reach past the end
+# of the storage (a view with no elements reaches nothing).
+#
+# Real PyTorch: `narrow` and `as_strided` in [`aten/src/ATen/native/TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp).
+
+# %% solution="ex_narrow" reference=true
+@add_methods(Tensor)
+class Windows:
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.dim() == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        d = wrap_dim(dim, self.dim())
+        size = self._shape[d]
+        if not -size <= start <= size:
+            raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+        if start < 0:
+            start += size
+        if start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        shape = self._shape[:d] + (length,) + self._shape[d + 1:]
+        return Tensor(self._storage, shape, self._stride, self._offset + start * self._stride[d])
+        ### END SOLUTION
+
+    def as_strided(self, size, stride, storage_offset=None) -> "Tensor":
+        ### BEGIN SOLUTION
+        size, stride = tuple(size), tuple(stride)
+        if len(size) != len(stride):
+            raise RuntimeError("mismatch in length of strides and shape")
+        if any(s < 0 for s in stride):
+            raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
+        offset = self._offset if storage_offset is None else storage_offset
+        if all(n > 0 for n in size):
+            needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+            if needed > len(self._storage):
+                raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset} "
+                                   f"requiring a storage size of {needed} are out of bounds for storage of size "
+                                   f"{len(self._storage)}")
+        return Tensor(self._storage, size, stride, offset)
+        ### END SOLUTION
+
+
+# %% tests="ex_narrow" points=2
+x = torch.arange(24.).reshape(2, 3, 4)
+check_chain(x, [Op("narrow", 2, 1, 2)])
+check_chain(x, [Op("narrow", 2, 1, 2), Op("narrow", 1, -2, 2)])
+check_chain(x.transpose(0, 2), [Op("narrow", 0, 3, 1), Op("narrow", 2, 1, 1)], "y")
+check_chain(x, [Op("narrow", 1, 2, 2)])                            # torch: RuntimeError
+check_chain(x, [Op("as_strided", (3, 3), (1, 1))])
+check_chain(x, [Op("narrow", 0, 1, 1), Op("as_strided", (2, 2), (4, 1))])
+check_chain(x, [Op("as_strided", (2, 2), (4, 1), 20)])
+check_chain(x, [Op("as_strided", (5, 5), (6, 1))])                # torch: RuntimeError (out of bounds)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_windows(draw):
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("narrow", "narrow", "as_strided"), draw(1, 4))
+
+
+for_random_inputs(test_windows, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 8 — indexing: `t[1, ::2, None, ...]`
+#
+# Basic indexing is a chain of the views you already have, applied left to
+# right; each item of the key eats one dim of the tensor, except `None` and
+# `...`:
+#
+# | item | what it does to the dim it meets | like |
+# |---|---|---|
+# | `i` (an int) | removes the dim; the offset moves by `i * stride` (a negative `i` counts from the end; out of range: `IndexError`) | `select` |
+# | `a:b:c` (a slice) | keeps elements `a, a+c, ...` before `b`: size `len(range(a, b, c))`, stride `stride * c`, offset moves by `a * stride` | `narrow`, with a step |
+# | `None` | inserts a dim of size 1 here, with `unsqueeze`'s stride; eats nothing | `unsqueeze` |
+# | `...` | stands for as many `:` as needed so that the key covers every dim | |
+#
+# Slices clamp like Python's: `slice(a, b, c).indices(size)` gives the real
+# `(start, stop, step)`. Torch refuses a step of 0 or below (`ValueError`), and
+# more ints and slices than the tensor has dims (`IndexError`). A key that is
+# not a tuple is a tuple of one item.
+#
+# ```
+# x = arange(24).view(2, 3, 4)        stride (12, 4, 1), offset 0
+# x[1, ::2]                           shape (2, 4) stride (8, 1) offset 12
+# x[:, None, 1:]                      shape (2, 1, 2, 4) stride (12, 24, 4, 1) offset 4
+# x[..., 3]                           shape (2, 3) stride (12, 4) offset 3
+# ```
+#
+# Once `__getitem__` works, the given `__setitem__` (`t[key] = value`) writes
+# through the view — into the storage every other view of it sees.
+#
+# Real PyTorch: `applySlicing` in [`aten/src/ATen/TensorIndexing.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/TensorIndexing.h),
+# called from [`torch/csrc/autograd/python_variable_indexing.cpp`](https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/python_variable_indexing.cpp).
+
+# %% solution="ex_indexing" reference=true
+@add_methods(Tensor)
+class Indexing:
+    def __getitem__(self, key) -> "Tensor":
+        ### BEGIN SOLUTION
+        key = key if isinstance(key, tuple) else (key,)
+        for k in key:
+            if not (k is None or k is Ellipsis or isinstance(k, slice) or (isinstance(k, int) and not isinstance(k, bool))):
+                raise TypeError(f"picotorch indexes with ints, slices, None and ... only; got {type(k).__name__}")
+            if isinstance(k, slice) and k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+        n = self.dim()
+        eaten = sum(1 for k in key if k is not None and k is not Ellipsis)
+        if eaten > n:
+            raise IndexError(f"too many indices for tensor of dimension {n}")
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            key = key[:i] + (slice(None),) * (n - eaten) + tuple(k for k in key[i + 1:] if k is not Ellipsis)
+        shape, stride, offset, d = [], [], self._offset, 0
+        for k in key:
+            if k is None:
+                shape.append(1)
+                stride.append(self._shape[d] * self._stride[d] if d < n else 1)
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(self._shape[d])
+                shape.append(len(range(start, stop, step)))
+                stride.append(self._stride[d] * step)
+                offset += start * self._stride[d]
+                d += 1
+            else:
+                size = self._shape[d]
+                if not -size <= k < size:
+                    raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
+                offset += (k + size if k < 0 else k) * self._stride[d]
+                d += 1
+        return Tensor(self._storage, tuple(shape) + self._shape[d:], tuple(stride) + self._stride[d:], offset)
+        ### END SOLUTION
+
+
+# %% tests="ex_indexing" points=3
+x = torch.arange(24.).reshape(2, 3, 4)
+for key in [1, (1, 2), (1, 2, 3), (slice(None), 1), (1, slice(None, None, 2)), (slice(None), None, slice(1, None)),
+            (Ellipsis, 3), (-1, slice(-2, None)), (None, Ellipsis, None), (slice(5, None),), (0, 0, 0, 0)]:
+    check_chain(x, [Op("getitem", key)])
+check_chain(x.transpose(0, 2), [Op("getitem", (slice(1, None, 2), 1)), Op("getitem", (Ellipsis, None))], "y")
+ours = from_torch(x.clone())
+ours[1, ::2] = -1.0
+y = x.clone()
+y[1, ::2] = -1.0
+compare.assert_matches(ours.to_torch(), y, "x after x[1, ::2] = -1.0 (the write must go through the view)")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_indexing(draw):
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("getitem",), draw(1, 3))
+    key = random_index(draw, tuple(x.shape))
+    try:
+        x[key]
+    except Exception:
+        return
+    theirs, base = x.clone(), x.clone()  # writing through a view changes the base, in the same places
+    ours = from_torch(base)
+    value = [0, 1][draw(0, 1)]
+    theirs[key] = value
+    ours[key] = value
+    compare.assert_matches(ours.to_torch(), theirs, f"x after x{Op('getitem', key)} = {value}, where x has {layout(x)}")
+
+
+for_random_inputs(test_indexing, 250)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 9 — broadcasting: `broadcast_shapes`, `expand`, `broadcast_to`
+#
+# Two shapes broadcast when, **aligned on the right**, each pair of sizes is
+# equal or one of them is 1; missing dims on the left count as 1. The result
+# takes the larger size of each pair (a 1 against a 0 gives 0):
+#
+# ```
+#        (   4, 1, 3)
+#        (5, 1, 2, 1)
+#   ->   (5, 4, 2, 3)
+#        (2, 3) and (3, 2): the last dims are 3 and 2 -> RuntimeError
+# ```
+#
+# `t.expand(*sizes)` shows `t` in a bigger shape **without copying**: a dim of
+# size 1 becomes any size with **stride 0** — every step along it lands on the
+# same element. Rules, from the right: `-1` keeps a dim's size; a dim of size 1
+# may become any size (stride 0); other sizes must stay as they are; new dims
+# on the left are allowed (not `-1`): one of size 1 gets the stride it would
+# have in a contiguous layout of the dims to its right (`size * stride` of the
+# next dim), any other size gets stride 0. Fewer sizes than dims is an error. A
+# 0-dim tensor expands with stride 0 in every dim. All errors are
+# `RuntimeError`. `broadcast_to(shape)` is `expand(shape)`.
+#
+# ```
+# y = arange(3)         shape (3,)       stride (1,)
+# y.expand(2, 3)        shape (2, 3)     stride (0, 1)
+# y.expand(1, 3)        shape (1, 3)     stride (3, 1)
+# ```
+#
+# Real PyTorch: `infer_size` and `inferExpandGeometry` in
+# [`aten/src/ATen/ExpandUtils.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/ExpandUtils.cpp).
+
+# %% solution="ex_broadcast" reference=true
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that all of shapes broadcast to; RuntimeError if they do not."""
+    ### BEGIN SOLUTION
+    ndim = max((len(s) for s in shapes), default=0)
+    result = [1] * ndim
+    for shape in shapes:
+        for i in range(1, len(shape) + 1):
+            size = shape[-i]
+            if size == 1:
+                continue
+            if result[-i] == 1:
+                result[-i] = size
+            elif result[-i] != size:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {size} at {-i}! Mismatching "
+                                   f"argument had {tuple(shape)}; but expected shape should be broadcastable to "
+                                   f"{tuple(result)}")
+    return tuple(result)
+    ### END SOLUTION
+
+
+@add_methods(Tensor)
+class Broadcasting:
+    def expand(self, *sizes) -> "Tensor":
+        ### BEGIN SOLUTION
+        sizes = shape_arg(sizes)
+        n, m = self.dim(), len(sizes)
+        if m < n:
+            raise RuntimeError(f"expand: the number of sizes provided ({m}) must be greater or equal to the "
+                               f"number of dimensions in the tensor ({n})")
+        if n == 0:
+            if any(s < 0 for s in sizes):
+                raise RuntimeError(f"The expanded size of the tensor ({min(sizes)}) isn't allowed in a leading, "
+                                   "non-existing dimension")
+            return Tensor(self._storage, sizes, (0,) * m, self._offset)
+        shape, stride = [0] * m, [0] * m
+        for i in range(m - 1, -1, -1):
+            d = i - (m - n)
+            size = self._shape[d] if d >= 0 else 1
+            step = self._stride[d] if d >= 0 else shape[i + 1] * stride[i + 1]
+            target = sizes[i]
+            if target == -1:
+                if d < 0:
+                    raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                       f"non-existing dimension {i}")
+                target = size
+            if size != target:
+                if size != 1:
+                    raise RuntimeError(f"The expanded size of the tensor ({target}) must match the existing size "
+                                       f"({size}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                                       f"Tensor sizes: {list(self._shape)}")
+                size, step = target, 0
+            shape[i], stride[i] = size, step
+        return Tensor(self._storage, shape, stride, self._offset)
+        ### END SOLUTION
+
+    def broadcast_to(self, shape) -> "Tensor":
+        ### BEGIN SOLUTION
+        return self.expand(tuple(shape))
+        ### END SOLUTION
+
+
+# %% tests="ex_broadcast" points=2
+def expect_broadcast_shapes(*shapes):
+    what = f"broadcast_shapes{shapes}"
+    result = same_outcome(lambda: broadcast_shapes(*shapes), lambda: tuple(torch.broadcast_shapes(*shapes)), what)
+    if result is not None:
+        compare.assert_equal(tuple(result[0]), result[1], what)
+
+
+for shapes in [((4, 1, 3), (5, 1, 2, 1)), ((2, 3), (3,)), ((2, 3), (3, 2)), ((1,), (0,)), ((), (2, 2)), ((3, 1), (1, 3), (2, 1, 1))]:
+    expect_broadcast_shapes(*shapes)
+y = torch.arange(6.).reshape(2, 3)
+check_chain(y[0], [Op("expand", 4, 3)], "z")
+check_chain(y[:, 1:2], [Op("expand", 2, 2, -1, 5)], "z")
+check_chain(y[0], [Op("broadcast_to", (1, 3))], "z")
+check_chain(y, [Op("expand", 3, 3)])                               # torch: RuntimeError
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def broadcastable_shapes(draw, k):
+    """k shapes that often broadcast (and sometimes do not)."""
+    full = random_shape(draw, max_dims=4)
+    shapes = []
+    for _ in range(k):
+        s = list(full[draw(0, len(full)):])
+        s = [1 if draw(0, 2) == 0 else size for size in s]
+        if s and draw(0, 9) == 0:
+            s[draw(0, len(s) - 1)] = draw(2, 5)
+        shapes.append(tuple(s))
+    return shapes
+
+
+def test_broadcasting(draw):
+    expect_broadcast_shapes(*broadcastable_shapes(draw, draw(1, 3)))
+    x = random_layout(draw)
+    check_chain_of(draw, x, ("expand", "broadcast_to"), draw(1, 3))
+
+
+for_random_inputs(test_broadcasting, 200)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 10 — type promotion
+#
+# What is the dtype of `a + b`? Torch's answer has one idea and one refinement.
+#
+# **The idea:** the result is the smallest dtype that holds both operands'
+# values: `promote_types` (given) — bool < int64 < float32 < float64 for our
+# four.
+#
+# **The refinement:** operands of three kinds take part with decreasing weight:
+#
+# 1. tensors with at least one dim,
+# 2. 0-dim tensors,
+# 3. Python numbers (`True` counts as bool, `3` as int64, `2.5` as **float32**,
+#    torch's default float type).
+#
+# A lighter kind only matters when it is of a **higher category**
+# (bool < integer < floating point) than the heavier kinds: then the result is
+# promoted to hold it; otherwise the heavier kinds decide alone.
+#
+# | `a` | `b` | result | why |
+# |---|---|---|---|
+# | int64 tensor `(3,)` | `2.5` | float32 | a float number lifts the integers to the default float |
+# | float32 tensor `(3,)` | float64 0-dim tensor | float32 | same category: the 0-dim tensor does not count |
+# | float32 tensor `(3,)` | float64 tensor `(1,)` | float64 | two dimensioned tensors promote as usual |
+# | bool tensor `(3,)` | `3` | int64 | integer beats bool |
+# | int64 tensor `(3,)` | `True` | int64 | bool is a lower category |
+#
+# Write `result_type(a, b)` (each a `Tensor` or a Python `bool`/`int`/`float`):
+# promote within each kind first, then combine from the lightest up. Also write
+# `can_cast(from_, to)`: whether an in-place operation may write a `from_`
+# result into a `to` tensor — never down a category (float into int64, int64 or
+# float into bool). `torch.result_type` and `torch.can_cast` are the oracles.
+#
+# Real PyTorch: `result_type` and `can_cast` in [`aten/src/ATen/native/TypeProperties.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TypeProperties.cpp).
+
+# %% solution="ex_promotion" reference=true
+def result_type(a, b) -> DType:
+    """The dtype torch computes `a op b` in; a and b are Tensors or Python bool/int/float."""
+    ### BEGIN SOLUTION
+    kinds = {"dim": None, "zero": None, "number": None}
+    for x in (a, b):
+        if isinstance(x, Tensor):
+            kind, dtype = ("dim" if x.dim() > 0 else "zero"), x.dtype
+        elif isinstance(x, bool):
+            kind, dtype = "number", bool_
+        elif isinstance(x, int):
+            kind, dtype = "number", int64
+        elif isinstance(x, float):
+            kind, dtype = "number", float32
+        else:
+            raise TypeError(f"unsupported operand type {type(x).__name__}")
+        kinds[kind] = dtype if kinds[kind] is None else promote_types(kinds[kind], dtype)
+
+    def combine(higher, lower):
+        if higher is None or lower is None:
+            return higher or lower
+        if higher.category < lower.category:
+            return promote_types(higher, lower)
+        return higher
+
+    return combine(kinds["dim"], combine(kinds["zero"], kinds["number"]))
+    ### END SOLUTION
+
+
+def can_cast(from_: DType, to: DType) -> bool:
+    """Whether a result of dtype from_ may be written into a tensor of dtype to."""
+    ### BEGIN SOLUTION
+    return from_.category <= to.category
+    ### END SOLUTION
+
+
+# %% tests="ex_promotion" points=2
+TORCH_DTYPES = [torch.bool, torch.int64, torch.float32, torch.float64]
+
+
+def operand(kind, dtype):
+    """(picotorch operand, torch operand, text) of a kind: 'tensor', '0-dim' or 'number'."""
+    if kind == "number":
+        value = {torch.bool: True, torch.int64: 3, torch.float32: 2.5, torch.float64: 2.5}[dtype]
+        return value, value, repr(value)
+    t = torch.ones((2,) if kind == "tensor" else (), dtype=dtype)
+    return from_torch(t), t, f"a {kind} of {dtype}"
+
+
+def expect_result_type(a, b):
+    (pa, ta, na), (pb, tb, nb) = a, b
+    what = f"result_type({na}, {nb})"
+    got = yours(what, result_type, pa, pb)
+    want = torch.result_type(ta, tb)
+    compare.assert_equal(getattr(got, "name", got), str(want).replace("torch.", ""), what)
+
+
+expect_result_type(operand("tensor", torch.int64), operand("number", torch.float32))
+expect_result_type(operand("tensor", torch.float32), operand("0-dim", torch.float64))
+expect_result_type(operand("tensor", torch.bool), operand("number", torch.int64))
+expect_result_type(operand("0-dim", torch.int64), operand("tensor", torch.float32))
+for f in TORCH_DTYPES:
+    for t in TORCH_DTYPES:
+        what = f"can_cast({_DTYPE_OF_TORCH[f]}, {_DTYPE_OF_TORCH[t]})"
+        compare.assert_equal(yours(what, can_cast, _DTYPE_OF_TORCH[f], _DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for ka in ("tensor", "0-dim", "number"):
+    for kb in ("tensor", "0-dim", "number"):
+        if ka == kb == "number":
+            continue
+        for da in TORCH_DTYPES[:3] if ka == "number" else TORCH_DTYPES:
+            for db in TORCH_DTYPES[:3] if kb == "number" else TORCH_DTYPES:
+                expect_result_type(operand(ka, da), operand(kb, db))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 11 — elementwise operations
+#
+# Now the values. An elementwise operation on two operands of possibly
+# different layouts, shapes and dtypes takes four steps — this is what torch's
+# `TensorIterator` does:
+#
+# 1. **dtype**: compute in `result_type(a, b)`; a division of integers or bools
+#    computes in float32; a comparison computes in the promoted dtype and gives
+#    `bool_`;
+# 2. **shape**: `broadcast_shapes` of the two shapes (a Python number has shape `()`);
+# 3. **layout**: `broadcast_to` that shape (stride 0, no copy), then `.numpy()` —
+#    NumPy now sees two arrays of the same shape, each with its own strides;
+# 4. **kernel**: cast to the compute dtype, call the NumPy kernel
+#    (`BINARY_KERNELS[op]`, given) and wrap the new array (`from_numpy`).
+#
+# Unary operations (`UNARY_KERNELS`) are steps 1, 3 and 4 with one operand;
+# `exp`, `log`, `sqrt`, `sigmoid`, `tanh` of integers or bools compute in
+# float32. Torch refuses a few things with bools, and so do you
+# (`RuntimeError`): `-` of a bool tensor, `abs`/`relu` of one, and a
+# subtraction where either operand is a bool (a bool tensor or `True`/`False`).
+#
+# **In place** (`x.add_(y)`, `x += y`) writes into `x`'s own storage through its
+# own strides — so writing into a view changes its base. Torch's rules, all
+# `RuntimeError`: the result dtype must be castable to `x.dtype` (`can_cast`);
+# the broadcast shape must be `x`'s shape (`x` cannot grow); and `x` must not
+# have a dim of size > 1 with stride 0 (an expanded tensor: several elements
+# would be the same memory) — unless it has no elements at all.
+#
+# Write `_unary(op)`, `_binary(op, other, reverse=False)` (with `reverse`, the
+# operands are `other op self`: that is how `2 - x` arrives) and
+# `_inplace(op, other)`, which returns `self`. Wrap the NumPy calls in
+# `np.errstate(all="ignore")`: `log(-1)` is `nan` and `1/0` is `inf`, as in
+# torch, without warnings.
+#
+# Real PyTorch: [`aten/src/ATen/TensorIterator.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/TensorIterator.cpp)
+# (`compute_types`, `compute_shape`, `compute_strides`) and the kernels in
+# [`aten/src/ATen/native/BinaryOps.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/BinaryOps.cpp).
+
+# %% solution="ex_elementwise" reference=true
+@add_methods(Tensor)
+class Elementwise:
+    def _unary(self, op: str) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.dtype is bool_ and op in ("neg", "abs", "relu"):
+            raise RuntimeError(f"{op} is not supported for bool tensors")
+        dtype = float32 if op in FLOAT_RESULT and not self.dtype.is_floating_point else self.dtype
+        with np.errstate(all="ignore"):
+            out = UNARY_KERNELS[op](self.numpy().astype(dtype.numpy, copy=False))
+        return from_numpy(np.asarray(out, dtype.numpy))
+        ### END SOLUTION
+
+    def _binary(self, op: str, other, reverse: bool = False) -> "Tensor":
+        ### BEGIN SOLUTION
+        a, b = (other, self) if reverse else (self, other)
+        dtype = result_type(a, b)
+        if op == "sub" and any(isinstance(x, bool) or isinstance(x, Tensor) and x.dtype is bool_ for x in (a, b)):
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
+        if op == "div" and not dtype.is_floating_point:
+            dtype = float32
+        shape = broadcast_shapes(a.shape if isinstance(a, Tensor) else (), b.shape if isinstance(b, Tensor) else ())
+
+        def values(x):
+            if isinstance(x, Tensor):
+                return x.broadcast_to(shape).numpy().astype(dtype.numpy, copy=False)
+            return dtype.numpy.type(x)
+
+        with np.errstate(all="ignore"):
+            out = BINARY_KERNELS[op](values(a), values(b))
+        return from_numpy(np.asarray(out, bool_.numpy if op in COMPARISONS else dtype.numpy))
+        ### END SOLUTION
+
+    def _inplace(self, op: str, other) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.numel() and any(size > 1 and stride == 0 for size, stride in zip(self._shape, self._stride)):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                               "single memory location. Please clone() the tensor before performing the operation.")
+        result = self._binary(op, other)
+        if not can_cast(result.dtype, self.dtype):
+            raise RuntimeError(f"result type {result.dtype.name} can't be cast to the desired output type {self.dtype.name}")
+        if result.shape != self._shape:
+            raise RuntimeError(f"output with shape {list(self._shape)} doesn't match the broadcast shape {list(result.shape)}")
+        self.numpy()[...] = result.numpy()
+        return self
+        ### END SOLUTION
+
+
+# %% tests="ex_elementwise" points=3
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh"]
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+          "pow": lambda a, b: a ** b, "maximum": lambda a, b: a.maximum(b) if hasattr(a, "_storage") else torch.maximum(a, b),
+          "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+          "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+INPLACE = {"add_": lambda a, b: a.add_(b), "sub_": lambda a, b: a.sub_(b), "mul_": lambda a, b: a.mul_(b),
+           "div_": lambda a, b: a.div_(b), "+=": lambda a, b: a.__iadd__(b), "*=": lambda a, b: a.__imul__(b)}
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+          "gt": ">", "ge": ">="}
+
+
+def binary_text(op, a_text, b_text):
+    return f"{a_text} {SYMBOL[op]} {b_text}" if op in SYMBOL else f"{a_text}.{op}({b_text})"
+
+
+def expect_binary(op, a, b, a_text="a", b_text="b"):
+    """a and b: torch tensors or Python numbers; our side gets from_torch of the tensors."""
+    pa = from_torch(a) if isinstance(a, torch.Tensor) else a
+    pb = from_torch(b) if isinstance(b, torch.Tensor) else b
+    what = binary_text(op, f"{a_text} ({describe(a)})", f"{b_text} ({describe(b)})")
+    same_outcome(lambda: BINARY[op](pa, pb), lambda: BINARY[op](a, b), what, exact_layout=False)
+
+
+def twin(a: torch.Tensor):
+    """(whole storage, view): a copy of a's whole storage, and a view of it with a's exact layout."""
+    n = a.untyped_storage().nbytes() // a.element_size()
+    flat = a.as_strided((n,), (1,), 0).clone()
+    return flat, flat.as_strided(a.shape, a.stride(), a.storage_offset())
+
+
+def expect_inplace(op, a, b, a_text="a"):
+    """The in-place op on a (a view, in any layout): the storage under a must change as torch's does,
+    through a's strides, and nowhere else."""
+    pb = from_torch(b) if isinstance(b, torch.Tensor) else b
+    mine, mine_view = twin(a)
+    theirs, theirs_view = twin(a)
+    ours = from_torch(mine_view)
+    what = (f"{a_text}.{op}(b)" if op[-1] == "_" else f"{a_text} {op} b") + f" where {a_text}: {describe(a)}, b: {describe(b)}"
+    try:
+        INPLACE[op](theirs_view, b)
+    except Exception as e:
+        try:
+            INPLACE[op](ours, pb)
+        except NotImplementedError:
+            raise
+        except type(e):
+            return
+        except Exception as e2:
+            fail(what, f"raised {type(e2).__name__} ({e2}) but torch raises {type(e).__name__} ({e})")
+        fail(what, f"wrote into {a_text}, but torch raises {type(e).__name__} ({e})")
+    try:
+        result = INPLACE[op](ours, pb)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        fail(what, f"raised {type(e).__name__} ({e}); torch writes the result into {a_text}")
+    assert result is ours, f"{what}: an in-place operation returns the tensor it wrote into (self)"
+    compare.assert_matches(mine, theirs, f"{what}: the whole storage under {a_text} afterwards "
+                                         f"(in place means: write through {a_text}'s own strides, nowhere else)")
+
+
+x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
+for op in UNARY:
+    same_outcome(lambda: getattr(from_torch(x.T), op)(), lambda: getattr(x.T, op)(), f"x.T.{op}() where x: {describe(x)}",
+                 exact_layout=False)
+expect_binary("add", x, x[0], "x", "x[0]")
+expect_binary("mul", x.T, torch.tensor([2, 3]), "x.T", "an int64 tensor")
+expect_binary("sub", 1, x, "1", "x")
+expect_binary("div", torch.tensor([1, 2, 3]), 2, "an int64 tensor", "2")
+expect_binary("lt", x, 0.5, "x", "0.5")
+expect_binary("add", x, torch.ones(3, 2), "x", "ones(3, 2)")           # torch: RuntimeError
+expect_inplace("add_", x[:, 1:], torch.tensor([10.0, 20.0]), "x[:, 1:]")
+expect_inplace("add_", torch.tensor([1, 2]), 0.5)                      # torch: RuntimeError (float into int64)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def operand_pair(draw):
+    """Two torch tensors (or a tensor and a number), random layouts and dtypes, shapes that usually broadcast."""
+    dtypes = [torch.float32, torch.float64, torch.int64, torch.bool]
+    a = random_layout(draw, dtype=dtypes[draw(0, 3)], max_dims=3, values="random")
+    kind = draw(0, 3)
+    if kind == 0:
+        b = [True, draw(-3, 3), draw(-30, 30) / 8][draw(0, 2)]
+    else:
+        shape = list(a.shape[draw(0, a.dim()):])
+        shape = [1 if draw(0, 2) == 0 else s for s in shape]
+        if draw(0, 4) == 0:
+            shape = [draw(1, 3)] + shape
+        if shape and draw(0, 14) == 0:
+            shape[draw(0, len(shape) - 1)] = draw(2, 5)
+        b = random_values(draw, tuple(shape), dtypes[draw(0, 3)])
+        if b.dim() >= 2 and draw(0, 1):
+            b = b.mT.contiguous().mT
+        if kind == 1 and b.dim() == a.dim():
+            b = b[()]  # a 0-dim operand now and then
+    if draw(0, 1):
+        a, b = b, a
+    return a, b
+
+
+def usable(op, a, b):
+    """Leave out the calls where torch's answer is not a rule of this chapter."""
+    kinds = [x.dtype if isinstance(x, torch.Tensor) else type(x) for x in (a, b)]
+    if op == "pow" and (torch.bool in kinds or bool in kinds):
+        return False  # torch: NotImplementedError
+    if op == "pow" and all(k in (torch.int64, int) for k in kinds):
+        exponent = b if not isinstance(b, torch.Tensor) else b.min().item() if b.numel() else 0
+        return exponent >= 0
+    if op == "maximum":
+        return all(isinstance(x, torch.Tensor) for x in (a, b))
+    return any(isinstance(x, torch.Tensor) for x in (a, b))
+
+
+def test_elementwise(draw):
+    a, b = operand_pair(draw)
+    op = list(BINARY)[draw(0, len(BINARY) - 1)]
+    if usable(op, a, b):
+        expect_binary(op, a, b)
+    t = a if isinstance(a, torch.Tensor) else b
+    unary = UNARY[draw(0, len(UNARY) - 1)]
+    if not (t.dtype == torch.bool and unary in ("neg", "abs", "relu")):
+        same_outcome(lambda: getattr(from_torch(t), unary)(), lambda: getattr(t, unary)(), f"a.{unary}() where a: {describe(t)}",
+                     exact_layout=False)
+    if isinstance(a, torch.Tensor):
+        name = list(INPLACE)[draw(0, len(INPLACE) - 1)]
+        if not (name in ("sub_",) and (a.dtype == torch.bool or getattr(b, "dtype", None) == torch.bool)):
+            expect_inplace(name, a, b)
+
+
+for_random_inputs(test_elementwise, 300)
+y = torch.arange(3.)
+expect_inplace("add_", y.expand(2, 3), 1.0, "y.expand(2, 3)")           # torch: RuntimeError (overlapping memory)
+expect_inplace("mul_", y, torch.ones(2, 3), "y")                        # torch: RuntimeError (y cannot grow)
+expect_inplace("add_", torch.tensor([True, False]), 1)                  # torch: RuntimeError (int64 into bool)
+expect_binary("sub", torch.tensor([True, False]), 1)                    # torch: RuntimeError
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 12 — reductions: `sum`, `mean`, `max`, `argmax`
+#
+# A reduction folds one or more dims into one value each. `dim=None` means all
+# dims; `keepdim=True` keeps each reduced dim with size 1, so that the result
+# still broadcasts against the input (`x - x.max(1, keepdim=True).values`).
+#
+# | call | dims | result dtype | torch's errors |
+# |---|---|---|---|
+# | `sum(dim=None, keepdim=False)` | an int, a tuple of ints, or all | int64 for bool and int64, else the input's | a dim twice: `RuntimeError` |
+# | `mean(dim=None, keepdim=False)` | same | the input's | an integer or bool input: `RuntimeError` |
+# | `max()` | all | the input's, 0-dim | no elements: `RuntimeError` |
+# | `max(dim, keepdim=False)` | one int | `MaxResult(values, indices)`; indices int64 | the dim has size 0: `IndexError` |
+# | `argmax(dim=None, keepdim=False)` | one int, or all (the index into the flattened tensor) | int64 | bool input: `RuntimeError`; no elements: `IndexError` |
+#
+# Dims out of range raise `IndexError` (`wrap_dim`); a 0-dim tensor accepts
+# `dim=0` and `dim=-1`. NumPy does the folding: `np.sum(a, axis=..., dtype=...,
+# keepdims=...)`, `np.max`, `np.argmax` (ties go to the first maximum, as in
+# torch). The result of a `max(dim)` is `MaxResult` (given), a named tuple.
+#
+# Real PyTorch: [`aten/src/ATen/native/ReduceOps.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/ReduceOps.cpp)
+# and [`TensorCompare.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorCompare.cpp) (`max`).
+
+# %% solution="ex_reductions" reference=true
+def reduction_dims(dim, ndim: int) -> tuple:
+    """The dims a reduction folds, as NumPy axes (non-negative, distinct)."""
+    ### BEGIN SOLUTION
+    if dim is None:
+        return tuple(range(ndim))
+    dims = [wrap_dim(d, ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    for d in dims:
+        if dims.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return tuple(dims) if ndim else ()
+    ### END SOLUTION
+
+
+@add_methods(Tensor)
+class Reductions:
+    def sum(self, dim=None, keepdim: bool = False) -> "Tensor":
+        ### BEGIN SOLUTION
+        dtype = self.dtype if self.dtype.is_floating_point else int64
+        axes = reduction_dims(dim, self.dim())
+        return from_numpy(np.asarray(np.sum(self.numpy(), axis=axes, dtype=dtype.numpy, keepdims=keepdim)))
+        ### END SOLUTION
+
+    def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
+        ### BEGIN SOLUTION
+        if not self.dtype.is_floating_point:
+            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
+                               f"or complex dtype. Got: {self.dtype.name}")
+        axes = reduction_dims(dim, self.dim())
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the mean of nothing is nan, as in torch
+            out = np.mean(self.numpy(), axis=axes, keepdims=keepdim)
+        return from_numpy(np.asarray(out, self.dtype.numpy))
+        ### END SOLUTION
+
+    def max(self, dim=None, keepdim: bool = False):
+        ### BEGIN SOLUTION
+        if dim is None:
+            if self.numel() == 0:
+                raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                                   "Specify the reduction dim with the 'dim' argument.")
+            return from_numpy(np.asarray(np.max(self.numpy())))
+        d = wrap_dim(dim, self.dim())
+        if self.dim() and self._shape[d] == 0:
+            raise IndexError(f"max(): Expected reduction dim {d} to have non-zero size.")
+        axis = d if self.dim() else None
+        values = np.max(self.numpy(), axis=axis, keepdims=keepdim)
+        indices = np.argmax(self.numpy(), axis=axis, keepdims=keepdim)
+        return MaxResult(from_numpy(np.asarray(values)), from_numpy(np.asarray(indices, np.int64)))
+        ### END SOLUTION
+
+    def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.dtype is bool_:
+            raise RuntimeError("argmax(): does not support bool input")
+        if dim is None:
+            if self.numel() == 0:
+                raise IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0.")
+            out = np.argmax(self.numpy(), axis=None, keepdims=keepdim)
+        else:
+            d = wrap_dim(dim, self.dim())
+            if self.dim() and self._shape[d] == 0:
+                raise IndexError(f"argmax(): Expected reduction dim {d} to have non-zero size.")
+            out = np.argmax(self.numpy(), axis=d if self.dim() else None, keepdims=keepdim)
+        return from_numpy(np.asarray(out, np.int64))
+        ### END SOLUTION
+
+
+# %% tests="ex_reductions" points=2
+def reduce_call(name, args, kwargs):
+    text = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    return f".{name}({text})"
+
+
+def expect_reduction(t, name, *args, **kwargs):
+    ours = from_torch(t)
+    what = f"x{reduce_call(name, args, kwargs)} where x: {describe(t)}"
+    result = same_outcome(lambda: getattr(ours, name)(*args, **kwargs), lambda: getattr(t, name)(*args, **kwargs),
+                          what, exact_layout=False)
+    if result is not None and name == "max" and (args or "dim" in kwargs):
+        (got, want) = result
+        if not isinstance(got, tuple) or len(got) != 2:
+            fail(what, f"returned {type(got).__name__}, but torch returns (values, indices)")
+        compare.assert_matches(got[0], want.values, what + ".values")
+        compare.assert_matches(got[1], want.indices, what + ".indices")
+
+
+x = torch.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
+for name, args, kwargs in [("sum", (), {}), ("sum", (0,), {}), ("sum", ((0, 1),), {}), ("sum", (-1,), {"keepdim": True}),
+                           ("mean", (1,), {}), ("max", (), {}), ("max", (1,), {}), ("max", (0,), {"keepdim": True}),
+                           ("argmax", (), {}), ("argmax", (1,), {}), ("sum", ((1, 1),), {})]:
+    expect_reduction(x, name, *args, **kwargs)
+    expect_reduction(x.T, name, *args, **kwargs)
+expect_reduction(torch.tensor([True, False, True]), "sum")
+expect_reduction(torch.tensor([1, 2]), "mean")                          # torch: RuntimeError
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_reductions(draw):
+    x = random_layout(draw, dtype=[torch.float32, torch.float64, torch.int64, torch.bool][draw(0, 3)], values="random")
+    n = x.dim()
+    name = ["sum", "mean", "max", "argmax"][draw(0, 3)]
+    kwargs = {"keepdim": True} if draw(0, 1) else {}
+    kind = draw(0, 3)
+    if kind == 0 and (name == "argmax" or not kwargs):
+        expect_reduction(x, name, **kwargs)
+    elif kind == 1 or name in ("max", "argmax"):
+        expect_reduction(x, name, _dim(draw, n), **kwargs)
+    else:
+        dims = sorted({draw(0, max(n, 1) - 1) for _ in range(draw(1, 3))})
+        dims = tuple(d - max(n, 1) if draw(0, 1) else d for d in dims)
+        expect_reduction(x, name, dims, **kwargs)
+
+
+for_random_inputs(test_reductions, 250)
+expect_reduction(torch.empty(0, 3), "max")                               # torch: RuntimeError
+expect_reduction(torch.empty(0, 3), "max", 0)                            # torch: IndexError
+expect_reduction(torch.empty(0, 3), "sum", 0)
+expect_reduction(torch.tensor(2.5), "max", 0)
+expect_reduction(torch.tensor([[1, 7, 7]]), "argmax", 1, keepdim=True)   # ties: the first
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 13 — `matmul`
+#
+# `a @ b` follows torch's rules (you met them in chapter 00):
+#
+# - both operands need at least one dim, and the same dtype (`RuntimeError`:
+#   torch does not promote here);
+# - a 1-D left operand is a row (`unsqueeze(0)`, removed from the result); a
+#   1-D right operand is a column (`unsqueeze(-1)`, removed from the result);
+# - `a.shape[-1]` must equal `b.shape[-2]` (`RuntimeError`);
+# - the dims before the last two are batch dims: `broadcast_shapes` them and
+#   `expand` both operands to them — stride 0, no copy;
+# - then `np.matmul` on the two `.numpy()` arrays does the arithmetic.
+#
+# ```
+# (2, 1, 3, 4) @ (5, 4, 2)   ->  batch (2, 5), matrices (3, 4) @ (4, 2)  ->  (2, 5, 3, 2)
+# (4,) @ (2, 4, 3)            ->  (1, 4) @ ...  ->  (2, 1, 3)  ->  (2, 3)
+# ```
+#
+# Real PyTorch: `matmul` in [`aten/src/ATen/native/LinearAlgebra.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/LinearAlgebra.cpp).
+
+# %% solution="ex_matmul" reference=true
+@add_methods(Tensor)
+class MatMul:
+    def matmul(self, other: "Tensor") -> "Tensor":
+        ### BEGIN SOLUTION
+        if self.dim() == 0 or other.dim() == 0:
+            raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {self.dim()}D "
+                               f"and {other.dim()}D")
+        if self.dtype is not other.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {self.dtype.name} != {other.dtype.name}")
+        a = self.unsqueeze(0) if self.dim() == 1 else self
+        b = other.unsqueeze(-1) if other.dim() == 1 else other
+        if a.shape[-1] != b.shape[-2]:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[-2]}x{a.shape[-1]} and "
+                               f"{b.shape[-2]}x{b.shape[-1]})")
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = a.expand(batch + a.shape[-2:])
+        b = b.expand(batch + b.shape[-2:])
+        out = from_numpy(np.matmul(a.numpy(), b.numpy()))
+        if self.dim() == 1:
+            out = out.squeeze(-2)
+        if other.dim() == 1:
+            out = out.squeeze(-1)
+        return out
+        ### END SOLUTION
+
+
+# %% tests="ex_matmul" points=2
+def expect_matmul(a, b, a_text="a", b_text="b"):
+    what = f"{a_text} @ {b_text} where {a_text}: {describe(a)}, {b_text}: {describe(b)}"
+    same_outcome(lambda: from_torch(a) @ from_torch(b), lambda: a @ b, what, exact_layout=False)
+
+
+g = inputs.generator()
+for sa, sb in [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (3, 4))]:
+    expect_matmul(torch.randn(sa, generator=g), torch.randn(sb, generator=g))
+m = torch.randn(4, 3, generator=g)
+expect_matmul(m.T, m, "m.T", "m")
+expect_matmul(m, m.double().T, "m", "m.double().T")                      # torch: RuntimeError (dtypes differ)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def matmul_operand(draw, shape, dtype):
+    t = random_values(draw, shape, dtype)
+    kind = draw(0, 3)
+    if kind == 1 and t.dim() >= 2:
+        t = t.mT.contiguous().mT
+    elif kind == 2:
+        t = inputs.noncontiguous(t)
+    elif kind == 3 and t.dim() >= 3:
+        t = t[:1].expand(t.shape)  # a batch dim of stride 0
+    return t
+
+
+def test_matmul(draw):
+    m, k, n = draw(0, 4), draw(1, 4), draw(0, 4)
+    rank_a, rank_b = draw(1, 4), draw(1, 4)
+    batch = [draw(1, 3) for _ in range(max(rank_a, rank_b) - 2)]
+    a = (k,) if rank_a == 1 else tuple(batch[len(batch) - (rank_a - 2):][i] if draw(0, 2) else 1 for i in range(rank_a - 2)) + (m, k)
+    b = (k,) if rank_b == 1 else tuple(batch[len(batch) - (rank_b - 2):][i] if draw(0, 2) else 1 for i in range(rank_b - 2)) + (k, n)
+    if draw(0, 11) == 0:
+        b = b[:-2] + (b[-2] + 1,) + b[-1:] if len(b) > 1 else (b[0] + 1,)
+    dtype = [torch.float32, torch.float64, torch.int64][draw(0, 2)]
+    other = dtype if draw(0, 11) else [torch.float32, torch.float64][draw(0, 1)]
+    if other != dtype:  # torch checks the dtypes only when there is something to multiply
+        a, b = tuple(max(s, 1) for s in a), tuple(max(s, 1) for s in b)
+    expect_matmul(matmul_operand(draw, a, dtype), matmul_operand(draw, b, other))
+
+
+for_random_inputs(test_matmul, 200)
+expect_matmul(torch.tensor(2.0), torch.ones(3), "a 0-dim tensor", "b")   # torch: RuntimeError
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## The stride explorer
+#
+# Choose a shape and a chain of view operations, and see the storage as a row
+# of cells and the tensor as a grid. Select an element (or hover over it) to
+# see `offset + Σ index × stride = position`. Torch's shape, strides and offset
+# for the same chain are shown beside yours (it runs your `from_torch` and your
+# methods; where one is not written yet, it says so).
+
+# %%
+from course.widgets.stride_explorer import explore
+
+explore(from_torch)
+
+# %% [markdown]
+# ## Check your work
+#
+# Save the notebook (Ctrl+S), then run the cell below: it re-runs the saved
+# file in a fresh kernel, as the grader will, and lists every exercise.
+
+# %%
+check()

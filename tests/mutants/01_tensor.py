@@ -1,0 +1,216 @@
+"""Typical wrong answers to chapter 01, one dict per exercise: {what is wrong: the cell's code}.
+
+tests/test_chapters.py puts each one in place of the exercise's solution cell,
+runs the source notebook (hidden tests included) and expects that exercise to fail.
+
+Each mutant is the exercise's own solution cell with one mistake put in (`_mutate`
+checks that the text it replaces occurs exactly once), so the mutants follow the
+solution as it changes and each one differs from it in exactly the way its name says.
+"""
+import re
+from pathlib import Path
+
+from autograder.source_format import notebook_from_text
+
+_TEXT_FORM = Path(__file__).resolve().parents[2] / "source" / "01_tensor" / "01_tensor.py"
+_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+def _solutions() -> dict[str, str]:
+    nb = notebook_from_text(_TEXT_FORM, "01_tensor")
+    cells = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and not meta.get("grade"):
+            cells[meta["grade_id"]] = "\n".join(l for l in cell.source.splitlines() if not _MARKER.match(l))
+    return cells
+
+
+_SOLUTIONS = _solutions()
+
+
+def _mutate(exercise: str, *replacements: tuple[str, str]) -> str:
+    code = _SOLUTIONS[exercise]
+    for old, new in replacements:
+        count = code.count(old)
+        if count != 1:
+            raise ValueError(f"mutant of {exercise}: {old!r} occurs {count} times in the solution cell")
+        code = code.replace(old, new)
+    return code
+
+
+MUTANTS = {
+    "ex_strides": {
+        "column-major strides (the first dim varies fastest)": _mutate(
+            "ex_strides", ("for size in reversed(tuple(shape)):", "for size in tuple(shape):"),
+            ("return tuple(reversed(strides))", "return tuple(strides)")),
+        "a dim of size 0 zeroes the strides before it": _mutate(
+            "ex_strides", ("step *= max(size, 1)", "step *= size")),
+        "storage_position forgets the storage offset": _mutate(
+            "ex_strides", ("position = offset\n", "position = 0\n")),
+    },
+    "ex_tensor_basics": {
+        "is_contiguous also checks the strides of size-1 dims": _mutate(
+            "ex_tensor_basics", ("            if size != 1:\n                if stride != expected:",
+                                 "            if True:\n                if stride != expected:")),
+        "is_contiguous assumes row-major strides (checks only the last stride)": _mutate(
+            "ex_tensor_basics", ("        if self.numel() == 0:\n            return True\n",
+                                 "        return not self._stride or self._stride[-1] == 1\n")),
+        "a 0-dim tensor has no elements": _mutate(
+            "ex_tensor_basics", ("return math.prod(self._shape)", "return math.prod(self._shape) if self._shape else 0")),
+    },
+    "ex_copies": {
+        "contiguous copies even when the tensor already is contiguous": _mutate(
+            "ex_copies", ("        if self.is_contiguous():\n            return self\n", "")),
+        "contiguous returns a view where torch copies": _mutate(
+            "ex_copies", ("        if self.is_contiguous():\n            return self\n",
+                          "        return self\n")),
+        "clone always makes row-major strides": _mutate(
+            "ex_copies", ("dense_strides_like(self._shape, self._stride), 0)", "contiguous_strides(self._shape), 0)")),
+        "clone returns a view where torch copies": _mutate(
+            "ex_copies", ("        out = Tensor(Storage.empty(self.numel(), self.dtype), self._shape,",
+                          "        return Tensor(self._storage, self._shape, self._stride, self._offset)\n"
+                          "        out = Tensor(Storage.empty(self.numel(), self.dtype), self._shape,")),
+        "item forgets the storage offset": _mutate(
+            "ex_copies", ("return self._storage.data[self._offset].item()", "return self._storage.data[0].item()")),
+        "tolist assumes row-major strides": _mutate(
+            "ex_copies", ("data, shape, stride = self._storage.data, self._shape, self._stride",
+                          "data, shape, stride = self._storage.data, self._shape, contiguous_strides(self._shape)")),
+    },
+    "ex_view": {
+        "view assumes row-major strides (no check, wrong after a transpose)": _mutate(
+            "ex_view", ("        stride = view_strides(self._shape, self._stride, shape)\n        if stride is None:\n"
+                        "            raise RuntimeError(",
+                        "        stride = contiguous_strides(shape)\n        if stride is None:\n"
+                        "            raise RuntimeError(")),
+        "view forgets the storage offset": _mutate(
+            "ex_view", ("            raise RuntimeError(\"view size is not compatible with input tensor's size and stride (at least one \"\n"
+                        "                               \"dimension spans across two contiguous subspaces). Use .reshape(...) instead.\")\n"
+                        "        return Tensor(self._storage, shape, stride, self._offset)",
+                        "            raise RuntimeError(\"view size is not compatible\")\n"
+                        "        return Tensor(self._storage, shape, stride, 0)")),
+        "reshape always copies (a copy where a view was due)": _mutate(
+            "ex_view", ("        if stride is not None:\n            return Tensor(self._storage, shape, stride, self._offset)\n"
+                        "        return self.contiguous().view(shape)",
+                        "        return self.clone().contiguous().view(shape)")),
+        "reshape returns a view where torch copies": _mutate(
+            "ex_view", ("        return self.contiguous().view(shape)",
+                        "        return Tensor(self._storage, shape, contiguous_strides(shape), self._offset)")),
+        "-1 inferred without checking that the sizes divide the elements": _mutate(
+            "ex_view", ("if numel == known or (inferred is not None and known > 0 and numel % known == 0):",
+                        "if numel == known or (inferred is not None and known > 0):")),
+    },
+    "ex_transpose": {
+        "transpose swaps the shape but keeps row-major strides": _mutate(
+            "ex_transpose", ("        stride[d0], stride[d1] = stride[d1], stride[d0]\n", "")),
+        "permute applies the inverse permutation": _mutate(
+            "ex_transpose", ("return Tensor(self._storage, [self._shape[d] for d in dims], [self._stride[d] for d in dims], self._offset)",
+                             "inverse = [dims.index(i) for i in range(n)]\n"
+                             "        return Tensor(self._storage, [self._shape[d] for d in inverse], [self._stride[d] for d in inverse], self._offset)")),
+        "permute accepts repeated dims": _mutate(
+            "ex_transpose", ("        if len(set(dims)) != n:\n            raise RuntimeError(\"permute(): duplicate dims are not allowed.\")\n", "")),
+        "transpose copies (a copy where a view was due)": _mutate(
+            "ex_transpose", ("        return Tensor(self._storage, shape, stride, self._offset)",
+                             "        return Tensor(self._storage, shape, stride, self._offset).clone()")),
+    },
+    "ex_unsqueeze": {
+        "unsqueeze gives the new dim stride 1": _mutate(
+            "ex_unsqueeze", ("new_stride = self._shape[d] * self._stride[d] if d < n else 1", "new_stride = 1")),
+        "squeeze(dim) removes the dim even when its size is not 1": _mutate(
+            "ex_unsqueeze", ("keep = [d for d in range(n) if not (d in dims and self._shape[d] == 1)]",
+                             "keep = [d for d in range(n) if not (d in dims and (dim is not None or self._shape[d] == 1))]")),
+        "flatten returns a view where torch copies": _mutate(
+            "ex_unsqueeze", ("return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])",
+                             "new_shape = self._shape[:start] + (merged,) + self._shape[end + 1:]\n"
+                             "        return Tensor(self._storage, new_shape, contiguous_strides(new_shape), self._offset)")),
+    },
+    "ex_narrow": {
+        "narrow forgets the storage offset it starts from": _mutate(
+            "ex_narrow", ("self._offset + start * self._stride[d])", "start * self._stride[d])")),
+        "narrow moves the offset by start, ignoring the stride": _mutate(
+            "ex_narrow", ("self._offset + start * self._stride[d])", "self._offset + start)")),
+        "as_strided without storage_offset starts at 0": _mutate(
+            "ex_narrow", ("offset = self._offset if storage_offset is None else storage_offset",
+                          "offset = 0 if storage_offset is None else storage_offset")),
+        "narrow does not check that the window fits": _mutate(
+            "ex_narrow", ("        if start + length > size:\n", "        if False:\n")),
+    },
+    "ex_indexing": {
+        "a slice's step does not multiply the stride": _mutate(
+            "ex_indexing", ("stride.append(self._stride[d] * step)", "stride.append(self._stride[d])")),
+        "an int index forgets to move the offset": _mutate(
+            "ex_indexing", ("offset += (k + size if k < 0 else k) * self._stride[d]", "pass")),
+        "None gets stride 1": _mutate(
+            "ex_indexing", ("stride.append(self._shape[d] * self._stride[d] if d < n else 1)", "stride.append(1)")),
+        "... is ignored": _mutate(
+            "ex_indexing", ("key = key[:i] + (slice(None),) * (n - eaten) + tuple(k for k in key[i + 1:] if k is not Ellipsis)",
+                            "key = tuple(k for k in key if k is not Ellipsis)")),
+    },
+    "ex_broadcast": {
+        "broadcasting from the left": _mutate(
+            "ex_broadcast", ("        for i in range(1, len(shape) + 1):\n            size = shape[-i]\n",
+                             "        for i in range(ndim, ndim - len(shape), -1):  # aligned on the left\n"
+                             "            size = shape[ndim - i]\n")),
+        "a size 0 broadcasts against any size": _mutate(
+            "ex_broadcast", ("            if size == 1:\n                continue", "            if size in (0, 1):\n                continue")),
+        "expand copies the data instead of using stride 0": _mutate(
+            "ex_broadcast", ("        return Tensor(self._storage, shape, stride, self._offset)",
+                             "        return Tensor(self._storage, shape, stride, self._offset).clone()")),
+        "a new leading dim always gets stride 0": _mutate(
+            "ex_broadcast", ("step = self._stride[d] if d >= 0 else shape[i + 1] * stride[i + 1]",
+                             "step = self._stride[d] if d >= 0 else 0")),
+    },
+    "ex_promotion": {
+        "a Python float is float64": _mutate(
+            "ex_promotion", ("            kind, dtype = \"number\", float32", "            kind, dtype = \"number\", float64")),
+        "0-dim tensors count as much as the others": _mutate(
+            "ex_promotion", ("kind, dtype = (\"dim\" if x.dim() > 0 else \"zero\"), x.dtype",
+                             "kind, dtype = \"dim\", x.dtype")),
+        "numbers never change the dtype of a tensor": _mutate(
+            "ex_promotion", ("        if higher.category < lower.category:\n            return promote_types(higher, lower)\n", "")),
+        "can_cast allows float into int64": _mutate(
+            "ex_promotion", ("return from_.category <= to.category", "return True")),
+    },
+    "ex_elementwise": {
+        "reads the storage in row-major order, ignoring strides": _mutate(
+            "ex_elementwise", ("return x.broadcast_to(shape).numpy().astype(dtype.numpy, copy=False)",
+                               "flat = x._storage.data[x._offset:x._offset + x.numel()].reshape(x.shape)\n"
+                               "                return np.broadcast_to(flat, shape).astype(dtype.numpy)")),
+        "in place writes into a new tensor (the base does not change)": _mutate(
+            "ex_elementwise", ("        self.numpy()[...] = result.numpy()\n        return self",
+                               "        self._storage = result._storage\n        self._stride, self._offset = result._stride, result._offset\n"
+                               "        return self")),
+        "division of integers stays integer": _mutate(
+            "ex_elementwise", ("        if op == \"div\" and not dtype.is_floating_point:\n            dtype = float32\n", "")),
+        "exp of integers stays integer": _mutate(
+            "ex_elementwise", ("dtype = float32 if op in FLOAT_RESULT and not self.dtype.is_floating_point else self.dtype",
+                               "dtype = self.dtype")),
+        "in place lets the tensor grow to the broadcast shape": _mutate(
+            "ex_elementwise", ("        if result.shape != self._shape:\n", "        if False:\n")),
+        "the result takes the dtype of self, without promotion": _mutate(
+            "ex_elementwise", ("        dtype = result_type(a, b)\n", "        dtype = self.dtype\n")),
+    },
+    "ex_reductions": {
+        "keepdim ignored": _mutate(
+            "ex_reductions", ("np.sum(self.numpy(), axis=axes, dtype=dtype.numpy, keepdims=keepdim)",
+                              "np.sum(self.numpy(), axis=axes, dtype=dtype.numpy)")),
+        "the sum of an int64 tensor is float": _mutate(
+            "ex_reductions", ("dtype = self.dtype if self.dtype.is_floating_point else int64",
+                              "dtype = self.dtype if self.dtype.is_floating_point else float32")),
+        "max(dim) returns the values only": _mutate(
+            "ex_reductions", ("return MaxResult(from_numpy(np.asarray(values)), from_numpy(np.asarray(indices, np.int64)))",
+                              "return from_numpy(np.asarray(values))")),
+        "a repeated dim is summed once": _mutate(
+            "ex_reductions", ("    for d in dims:\n        if dims.count(d) > 1:\n", "    for d in []:\n        if dims.count(d) > 1:\n")),
+    },
+    "ex_matmul": {
+        "a 1-D operand's added dim is not removed": _mutate(
+            "ex_matmul", ("        if self.dim() == 1:\n            out = out.squeeze(-2)\n", "")),
+        "batch dims must be equal (no broadcasting)": _mutate(
+            "ex_matmul", ("        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])\n"
+                          "        a = a.expand(batch + a.shape[-2:])\n        b = b.expand(batch + b.shape[-2:])\n",
+                          "        if a.shape[:-2] != b.shape[:-2]:\n            raise RuntimeError('batch dims differ')\n")),
+        "mixed dtypes promoted instead of refused": _mutate(
+            "ex_matmul", ("        if self.dtype is not other.dtype:\n", "        if False:\n")),
+    },
+}
