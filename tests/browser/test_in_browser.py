@@ -63,11 +63,13 @@ _RUN_ALL_ONE_BY_ONE = """async () => {
 def open_notebook(browser, lab, chapter):
     base, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{base}/lab/tree/{chapter.id}/{chapter.notebook.name}?token={token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # ?reset: start from an empty workspace, not the tabs an earlier test left open
+    page.goto(f"{base}/lab/tree/{chapter.id}/{chapter.notebook.name}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=60_000)
     page.wait_for_function("window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
                            timeout=60_000)
-    return page
+    panel_id = page.evaluate("window.jupyterapp.shell.currentWidget.id")
+    return page, page.locator(f"[id='{panel_id}']")
 
 
 def widget_cells(chapter) -> int:
@@ -77,21 +79,21 @@ def widget_cells(chapter) -> int:
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
 def test_release_notebook_runs_and_its_widgets_respond(browser, lab, chapter):
-    page = open_notebook(browser, lab, chapter)
+    page, panel = open_notebook(browser, lab, chapter)
     try:
         n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)
         nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
         assert n_cells == len(nb.cells)
         title = nb.metadata["course"].get("title", "")
-        assert title in page.locator(".jp-MarkdownOutput h1").first.text_content(), "the prose did not render"
-        text = page.locator(".jp-Notebook").text_content()
+        assert title in panel.locator(".jp-MarkdownOutput h1").first.text_content(), "the prose did not render"
+        text = panel.locator(".jp-Notebook").text_content()
         auto = [e for e, ex in exercises(nb).items() if not ex.manual]
         assert text.count("raise NotImplementedError()") >= len(auto), "the exercise stubs are not shown"
-        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        errors = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         failed = sum("NotImplementedError" in errors.nth(i).text_content() for i in range(errors.count()))
         assert failed >= len(auto), f"{failed} visible test cells failed on the blank notebook; expected {len(auto)}"
 
-        widgets = page.locator(".jp-OutputArea-output .widget-vbox")
+        widgets = panel.locator(".jp-OutputArea-output .widget-vbox")
         assert widgets.count() >= widget_cells(chapter), "a widget did not render"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         for i in range(widget_cells(chapter)):
@@ -113,7 +115,7 @@ def test_pasted_solution_passes_the_check_and_validate_agrees(browser, lab, chap
     first = next(ex for ex in exercises(source).values() if not ex.manual)
     solution = source.cells[first.solution_cells[0]].source
     test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
-    page = open_notebook(browser, lab, chapter)
+    page, panel = open_notebook(browser, lab, chapter)
     try:
         page.evaluate("""async ([index, code]) => {
           const panel = window.jupyterapp.shell.currentWidget;
@@ -122,14 +124,14 @@ def test_pasted_solution_passes_the_check_and_validate_agrees(browser, lab, chap
         }""", [first.solution_cells[0], solution])
         page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
         page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
-        table = page.locator("table.course-check")
+        table = panel.locator("table.course-check")
         table.wait_for(timeout=180_000)
         row = table.locator("tr", has_text=first.id)
         assert "passed" in row.inner_text(), row.inner_text()
         others = table.locator("tr", has_text="not attempted")
         assert others.count() >= 1, "the other exercises are still blank"
 
-        page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
+        panel.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
         dialog = page.locator(".jp-Dialog")
         dialog.wait_for(timeout=180_000)
         page.wait_for_function("!document.querySelector('.jp-Dialog').innerText.includes('Validating')",
