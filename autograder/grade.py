@@ -1,25 +1,45 @@
-"""Grade one chapter's submissions with nbgrader, and read back verdicts that teach.
+"""Grade one chapter's submissions with nbgrader, in a sandbox, into verdicts that teach.
 
-nbgrader does the grading (its autograde restores locked cells, runs the
-notebook, records scores in the gradebook); this module sets up the course
-folder it needs, hands it each submission, and turns the gradebook's scores and
-the executed notebook's errors into one Verdict per exercise.
+nbgrader does what it is good at: it restores the locked cells and hidden tests
+from its gradebook, scores each test cell from its outputs, and records the
+scores (nbgrader export and formgrader read them). What it must not do is run
+the student's code in a kernel the student can reconfigure, with the
+instructor's file access: its Execute step is replaced by `SandboxExecute`,
+which hands the cells to the bubblewrap sandbox (autograder/sandbox.py), where a
+kernel the grader controls runs them and reports each test's outcome over a
+channel student code cannot forge. The test cells' outputs nbgrader scores are
+written from those trusted outcomes.
+
+Before nbgrader sees a submission it is repaired against the release
+(autograder/repair.py); afterwards every exercise gets one Verdict with a
+teaching message, and the result carries the gradebook rows that the class-wide
+gradebook receives (autograder/gradebook.py).
 """
 from __future__ import annotations
 
+import ast
+import random
 import shutil
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from autograder import nbgrader_env
 from autograder.build import declared_files
-from autograder.chapters import Chapter
+from autograder.chapters import Chapter, discover
 from autograder.reference import package_files
-from autograder.chapters import discover
+from autograder.repair import repair
+from autograder.sandbox import Limits, Sandbox
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
-from course.verdicts import MANUAL, PASSED, Verdict, error_of, verdict_from_error
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict
+
+NOT_RUN = "not run"
+MESSAGE_LIMIT = 2000
+# Raised by a check that cannot run here (no GPU and no emulator for it): never passed.
+_NOT_RUN_ERRORS = {"SkipTest", "Skipped", "NotRun", "GPUNotAvailable", "GpuNotAvailable", "NoGPU"}
+_GRADER_ERRORS = {"CellTimeoutError", "KernelDied", "GradingIntegrityError"}
 
 
 @dataclass
@@ -28,6 +48,12 @@ class Result:
     chapter: str
     verdicts: list[Verdict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    grades: list[dict] = field(default_factory=list)  # gradebook rows: notebook, name, auto_score, ...
+    timestamp: str | None = None
+    autograded: str | None = None  # the executed notebook, for formgrader (holds hidden tests: instructor only)
+    seconds: float = 0.0
+    seed: int | None = None
+    kernel_peak_rss_kb: int = 0
 
     @property
     def score(self) -> float:
@@ -37,85 +63,300 @@ class Result:
     def max_score(self) -> float:
         return sum(v.max_points for v in self.verdicts)
 
+    def to_json(self) -> dict:
+        return {"student": self.student, "chapter": self.chapter, "score": self.score, "max_score": self.max_score,
+                "notes": self.notes, "exercises": [asdict(v) for v in self.verdicts], "seed": self.seed,
+                "seconds": round(self.seconds, 3)}
+
+
+def _cut(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + " ... (cut)"
+
+
+class SandboxExecute:
+    """Stands in for nbgrader's Execute preprocessor (Autograde.autograde_preprocessors)."""
+    active: "Grader | None" = None
+
+    def __init__(self, **kwargs):
+        pass
+
+    def __call__(self, nb, resources):
+        return self.preprocess(nb, resources)
+
+    def preprocess(self, nb, resources):
+        if SandboxExecute.active is None:
+            raise RuntimeError("SandboxExecute runs only inside Grader.grade")
+        return SandboxExecute.active._execute(nb), resources
+
+
+def _imports(sources: list[str]) -> list[str]:
+    names = []
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.append(node.module)
+    return sorted(set(names))
+
+
+def _transform_magics(source: str) -> str:
+    if "%" not in source and "!" not in source:
+        return source
+    from IPython.core.inputtransformer2 import TransformerManager
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:
+        return source
+
 
 class Grader:
     """A course folder for one chapter, set up once, then any number of submissions."""
 
-    def __init__(self, chapter: Chapter, workdir: Path, db_url: str | None = None):
+    def __init__(self, chapter: Chapter, workdir: Path, db_url: str | None = None, limits: Limits | None = None):
         self.chapter = chapter
         self.root = workdir
-        self.db_url = db_url
-        source = workdir / "source" / chapter.id
-        source.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(chapter.notebook, source / chapter.notebook.name)
-        nb = read_notebook(chapter.notebook)
-        support = {name: chapter.source_dir / name for name in declared_files(chapter, nb)}
-        for name, path in support.items():
-            shutil.copyfile(path, source / name)
-        chapters = discover(chapter.source_dir.parent)
-        earlier = [c for c in chapters if c.number < chapter.number]
-        for rel, text in package_files(earlier).items():
-            (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            (source / rel).write_text(text)
-        self.source_nb = nb
-        self.api = nbgrader_env.api(workdir, db_url)
+        prepare_course(chapter, workdir)
+        self.source_nb = read_notebook(chapter.notebook)
+        self.api = nbgrader_env.api(workdir, db_url, **{"Autograde.autograde_preprocessors": _preprocessors()})
         with nbgrader_env.quiet():
             result = self.api.generate_assignment(chapter.id)
         nbgrader_env.check(result, f"generate_assignment {chapter.id}")
+        self.release_nb = read_notebook(workdir / "release" / chapter.id / chapter.notebook.name)
+        source = workdir / "source" / chapter.id
+        self.support = {p.relative_to(source).as_posix(): p for p in sorted(source.rglob("*"))
+                        if p.is_file() and p.suffix != ".ipynb" and p.name != chapter.text_form.name
+                        and "__pycache__" not in p.parts}
+        trusted = [c.source for c in self.source_nb.cells if c.cell_type == "code"
+                   and not c.metadata.get("nbgrader", {}).get("solution")]
+        code = [c.source for c in self.source_nb.cells if c.cell_type == "code"]
+        self.allow_native = bool(self.source_nb.metadata.get("course", {}).get("native_code"))
+        self.sandbox = Sandbox(preload=_imports(trusted), limits=limits or Limits(), allow_native=self.allow_native,
+                               warmup=code, warmup_files=self.support)
+        self._run: dict | None = None
 
-    def grade(self, student: str, notebook: Path) -> Result:
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def grade(self, student: str, notebook: Path | None, timestamp: str | None = None,
+              problem: str | None = None) -> Result:
         """Grade one student's notebook; bad input becomes a note, never an exception."""
+        started = time.monotonic()
         result = Result(student, self.chapter.id)
         try:
+            if notebook is None:
+                raise NotebookError(problem or f"no {self.chapter.notebook.name} was submitted")
             nb = read_notebook(notebook)
-            expect_chapter(nb, self.chapter.id, notebook)
+            expect_chapter(nb, self.chapter.id, notebook.name)
         except NotebookError as e:
             result.notes.append(str(e))
             result.verdicts = self._zero_verdicts("not graded: " + str(e))
-            return result
+            return self._finish(result, started, graded=False)
+        nb, repairs = repair(nb, self.release_nb, self.source_nb)
+        result.notes += repairs
         target = self.root / "submitted" / student / self.chapter.id
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        shutil.copyfile(notebook, target / self.chapter.notebook.name)
-        with nbgrader_env.quiet():
-            outcome = self.api.autograde(self.chapter.id, student)
+        nbformat.write(nb, target / self.chapter.notebook.name)
+        if timestamp:
+            (target / "timestamp.txt").write_text(timestamp)
+        result.seed = random.SystemRandom().randrange(2 ** 31)
+        self._run = {"seed": result.seed}
+        SandboxExecute.active = self
+        try:
+            with nbgrader_env.quiet():
+                outcome = self.api.autograde(self.chapter.id, student)
+        finally:
+            SandboxExecute.active = None
+        run, self._run = self._run, None
+        result.notes += run.get("notes", [])
+        result.kernel_peak_rss_kb = run.get("kernel_peak_rss_kb", 0)
         if not outcome.get("success"):
             result.notes.append("nbgrader could not grade this notebook: " + _last_line(outcome))
             result.verdicts = self._zero_verdicts("not graded: see the note")
-            return result
-        result.verdicts = self._verdicts(student)
+            return self._finish(result, started, graded=False)
+        result.verdicts = self._verdicts(student, run)
+        result.grades, result.timestamp = self._gradebook_rows(student)
+        autograded = self.root / "autograded" / student / self.chapter.id / self.chapter.notebook.name
+        result.autograded = autograded.read_text()
+        return self._finish(result, started, graded=True)
+
+    def _finish(self, result: Result, started: float, graded: bool) -> Result:
+        if not graded:
+            result.grades = [{"notebook": self.chapter.id, "name": f"{v.exercise}_tests", "auto_score": 0.0,
+                              "needs_manual_grade": False} for v in result.verdicts if v.status != MANUAL]
+        result.seconds = time.monotonic() - started
         return result
 
     def _zero_verdicts(self, message: str) -> list[Verdict]:
-        return [Verdict(ex.id, MANUAL if ex.manual else "error", message, 0.0, ex.points)
-                for ex in exercises(self.source_nb).values()]
+        return [Verdict(ex.id, MANUAL if ex.manual else ERROR, "graded by your instructor" if ex.manual else message,
+                        0.0, ex.points) for ex in exercises(self.source_nb).values()]
 
-    def _verdicts(self, student: str) -> list[Verdict]:
-        """Scores from the gradebook, messages from the executed notebook."""
-        executed = nbformat.read(self.root / "autograded" / student / self.chapter.id / self.chapter.notebook.name, 4)
-        by_grade_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in executed.cells}
+    # -- running the notebook -------------------------------------------------
+    def _execute(self, nb):
+        """Run the sanitized notebook (hidden tests restored) in the sandbox; fill in outputs."""
+        known = {c.metadata.nbgrader.grade_id: c.metadata.nbgrader for c in self.source_nb.cells
+                 if "nbgrader" in c.metadata}
+        cells = []
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            meta = known.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+            if meta and meta.get("grade") and not meta.get("solution"):
+                kind = "test"
+            elif meta and meta.get("locked") and not meta.get("solution"):
+                kind = "given"
+            else:
+                kind = "student"
+            cells.append({"index": index, "kind": kind, "source": _transform_magics(cell.source)})
+        reply = self.sandbox.run(cells, self.support, seed=self._run["seed"])
+        notes = []
+        if "error" in reply:
+            notes.append("the grading sandbox failed on this notebook: " + reply["error"])
+            reply = {"cells": [{"index": c["index"], "status": "error", "ename": "KernelDied",
+                                "evalue": "the grading sandbox failed; see the notes"} for c in cells]}
+        notes += reply.get("notes", [])
+        by_index = {c["index"]: c for c in reply["cells"]}
+        kinds = {c["index"]: c["kind"] for c in cells}
+        for count, (index, outcome) in enumerate(sorted(by_index.items()), 1):
+            cell = nb.cells[index]
+            cell.execution_count = count
+            cell.outputs = _outputs(outcome)
+            where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+            if outcome.get("dropped"):
+                notes.append(f"{where}: the output was cut after {self.sandbox.limits.output_chars} characters "
+                             f"({outcome['dropped']} more were not kept)")
+            text = f"{outcome.get('ename')}: {outcome.get('evalue')}"
+            if outcome.get("ename") == "MemoryError" or "can't allocate memory" in text:
+                notes.append(f"{where}: ran out of memory (the limit is "
+                             f"{self.sandbox.limits.memory_bytes / 1024 ** 3:g} GiB per process)")
+            if outcome.get("ename") in ("BlockingIOError", "OSError") and "Resource temporarily unavailable" in text:
+                notes.append(f"{where}: reached the process limit ({self.sandbox.limits.processes} processes)")
+            if outcome.get("blocked"):
+                notes.append(f"{where}: refused {', '.join(sorted(set(outcome['blocked'])))}: "
+                             "not allowed while grading")
+            if outcome.get("changed") and kinds[index] != "test":
+                notes.append(f"{where}: your code replaced {', '.join(outcome['changed'][:5])}; "
+                             "the original was put back before the tests ran")
+            if outcome.get("rebound"):
+                notes.append(f"{where}: your code rebound {', '.join(outcome['rebound'])}, which the notebook "
+                             "defines for its tests; the notebook's own was used")
+        self._run["cells"] = by_index
+        self._run["notes"] = notes
+        self._run["kernel_peak_rss_kb"] = reply.get("kernel_peak_rss_kb", 0)
+        return nb
+
+    # -- reading the results --------------------------------------------------
+    def _verdicts(self, student: str, run: dict) -> list[Verdict]:
+        """Scores from the gradebook, statuses and messages from the sandbox's outcomes."""
         from nbgrader.api import Gradebook
+        executed = nbformat.read(self.root / "autograded" / student / self.chapter.id / self.chapter.notebook.name, 4)
+        index_of = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(executed.cells)}
+        outcomes = run.get("cells", {})
         verdicts = []
         with Gradebook(self.api.coursedir.db_url) as gb:
             for ex in exercises(self.source_nb).values():
                 if ex.manual:
                     verdicts.append(Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points))
                     continue
-                grade_id = self.source_nb.cells[ex.test_cells[0]].metadata.nbgrader.grade_id
-                grade = gb.find_grade(grade_id, self.chapter.id, self.chapter.id, student)
-                points = float(grade.score or 0.0)
-                cell = by_grade_id.get(grade_id)
-                status, message = verdict_from_error(ex.id, error_of(cell) if cell is not None else None)
+                test_ids = [self.source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
+                points = sum(float(gb.find_grade(t, self.chapter.id, self.chapter.id, student).score or 0.0)
+                             for t in test_ids)
+                tests = [outcomes.get(index_of.get(t), {"status": "not run", "ename": "NotRun",
+                                                         "evalue": "the test cell did not run"}) for t in test_ids]
+                answer = outcomes.get(index_of.get(ex.id), {})
+                status, message = _status(ex.id, tests, answer)
                 if status == PASSED and points < ex.points:
-                    status, message = "error", "the tests did not run to completion"
-                if status != PASSED:
-                    solution = [by_grade_id.get(ex.id)]
-                    stub = next((error_of(c) for c in solution if c is not None and error_of(c)), None)
-                    if stub and stub[0] == "NotImplementedError":
-                        status, message = verdict_from_error(ex.id, stub)
-                verdicts.append(Verdict(ex.id, status, message, points, ex.points))
+                    stderr = next((t.get("stderr") for t in tests if t.get("stderr")), "")
+                    status, message = ERROR, ("the tests passed but wrote to stderr, which nbgrader counts as a "
+                                              f"failure: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
+                verdicts.append(Verdict(ex.id, status, _cut(message), points if status == PASSED else 0.0,
+                                        ex.points))
         return verdicts
+
+    def _gradebook_rows(self, student: str) -> tuple[list[dict], str | None]:
+        from nbgrader.api import Gradebook
+        rows = []
+        with Gradebook(self.api.coursedir.db_url) as gb:
+            submission = gb.find_submission(self.chapter.id, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    rows.append({"notebook": notebook.name, "name": grade.name, "auto_score": grade.auto_score,
+                                 "needs_manual_grade": grade.needs_manual_grade})
+                for comment in notebook.comments:
+                    rows.append({"notebook": notebook.name, "comment": comment.name,
+                                 "auto_comment": comment.auto_comment})
+            timestamp = submission.timestamp.isoformat() if submission.timestamp else None
+        return rows, timestamp
+
+
+def _status(exercise: str, tests: list[dict], answer: dict) -> tuple[str, str]:
+    if answer.get("ename") == "NotImplementedError":
+        return NOT_ATTEMPTED, "not attempted yet: the exercise still raises NotImplementedError."
+    for t in tests:
+        if t.get("status") == "ok":
+            continue
+        ename, evalue = t.get("ename") or "Error", (t.get("evalue") or "").strip()
+        if ename in _NOT_RUN_ERRORS or t.get("status") == NOT_RUN and ename != "NotRun":
+            return NOT_RUN, (f"not run here: {evalue or 'this check needs a GPU'}. A check that cannot run "
+                             "earns no points; it runs where a GPU is present.")
+        if ename == "NotRun":
+            return NOT_RUN, evalue or "the tests did not run"
+        if ename == "NotImplementedError":
+            return NOT_ATTEMPTED, "not attempted yet: the exercise still raises NotImplementedError."
+        if ename in _GRADER_ERRORS:
+            return ERROR, evalue
+        if ename == "AssertionError":
+            return FAILED, evalue or ("a test failed without a message. Compare your result with torch's on "
+                                      "the inputs of the visible tests above.")
+        if answer.get("status") == "error" and ename == "NameError":
+            return ERROR, (f"your answer cell raised {answer.get('ename')}: {answer.get('evalue')}; "
+                           f"so the tests could not use it ({evalue})")
+        return ERROR, f"your code raised {ename}: {evalue}" if evalue else f"your code raised {ename}"
+    return PASSED, ""
+
+
+def _outputs(outcome: dict) -> list:
+    out = []
+    for name in ("stdout", "stderr"):
+        if outcome.get(name):
+            out.append(nbformat.v4.new_output("stream", name=name, text=outcome[name]))
+    if outcome.get("status") == "ok":
+        if outcome.get("result") is not None:
+            out.append(nbformat.v4.new_output("execute_result", data={"text/plain": outcome["result"]},
+                                              execution_count=None))
+    else:
+        out.append(nbformat.v4.new_output("error", ename=outcome.get("ename") or "Error",
+                                          evalue=outcome.get("evalue") or "", traceback=[]))
+    return out
+
+
+def _preprocessors() -> list:
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,
+                                        SaveAutoGrades)
+    return [SandboxExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+            AssignLatePenalties, CheckCellMetadata]
+
+
+def prepare_course(chapter: Chapter, root: Path) -> None:
+    """The chapter's source folder in a throwaway nbgrader course folder at `root`."""
+    source = root / "source" / chapter.id
+    source.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(chapter.notebook, source / chapter.notebook.name)
+    nb = read_notebook(chapter.notebook)
+    for name in declared_files(chapter, nb):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(chapter.source_dir / name, source / name)
+    earlier = [c for c in discover(chapter.source_dir.parent) if c.number < chapter.number]
+    for rel, text in package_files(earlier).items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
 
 
 def _last_line(outcome: dict) -> str:

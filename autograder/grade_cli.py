@@ -1,66 +1,161 @@
-"""`autograder grade CHAPTER SUBMISSIONS --out DIR`."""
+"""`autograder grade CHAPTER SUBMISSIONS --out DIR [--workers N]`.
+
+Writes, all through temporary files renamed into place (an interrupted run never
+leaves a half-written file):
+    DIR/grades.csv                       student, chapter, score, max_score, one column per exercise
+    DIR/results/<student>.json           every exercise's points and message, and the notes
+    DIR/feedback/<student>/<chapter>.html  the page to hand back (no hidden test in it)
+    DIR/gradebook.db                     nbgrader's gradebook (or --db URL): nbgrader export, formgrader
+    DIR/autograded/<student>/<chapter>/  the executed notebooks, for formgrader (instructor only)
+Exits 0 when every submission was graded, whatever the scores; 2 when the
+submissions or the sandbox cannot be used at all.
+"""
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import sys
 import tempfile
-from dataclasses import asdict
+import time
 from pathlib import Path
 
 from autograder.chapters import REPO, find
 
 
 def add_grade_parser(sub) -> None:
-    g = sub.add_parser("grade", help="grade a class's submissions of one chapter")
+    g = sub.add_parser("grade", help="grade a class's submissions of one chapter, in parallel and sandboxed",
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     g.add_argument("chapter")
-    g.add_argument("submissions", help="a folder with one folder per student")
-    g.add_argument("--out", required=True, help="where grades.csv and results/ go")
+    g.add_argument("submissions", help="a folder with one folder per student (or nbgrader's submitted/), or a .zip")
+    g.add_argument("--out", required=True, help="where grades.csv, results/, feedback/ and the gradebook go")
+    g.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="grader processes (default: cores)")
+    g.add_argument("--db", help="gradebook SQLAlchemy URL (default: sqlite:///OUT/gradebook.db)")
+    g.add_argument("--cell-timeout", type=float, help="seconds one cell may run (default 120)")
+    g.add_argument("--timeout", type=float, help="seconds one notebook may run (default 600)")
+    g.add_argument("--memory", type=float, help="GiB of address space per kernel (default 4)")
     g.add_argument("--repo", default=str(REPO))
     g.set_defaults(func=run)
 
 
-def find_submissions(folder: Path, chapter: str) -> dict[str, Path | None]:
-    """{student: notebook path or None} for `folder/<student>/<chapter>.ipynb`
-    and nbgrader's `folder/<student>/<chapter>/<chapter>.ipynb`."""
-    found: dict[str, Path | None] = {}
-    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        candidates = [student_dir / f"{chapter}.ipynb", student_dir / chapter / f"{chapter}.ipynb"]
-        found[student_dir.name] = next((c for c in candidates if c.is_file()), None)
-    return found
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _safe_name(student: str) -> bool:
+    return bool(student) and "/" not in student and "\\" not in student and student not in (".", "..")
+
+
+def _csv(results, chapter_id: str) -> str:
+    ids = [v.exercise for v in results[0].verdicts] if results else []
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(["student", "chapter", "score", "max_score", *ids])
+    for r in results:
+        points = {v.exercise: v.points for v in r.verdicts}
+        w.writerow([r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}", *[f"{points.get(i, 0):g}" for i in ids]])
+    return buffer.getvalue()
+
+
+def summary_table(results) -> str:
+    ids = [v.exercise for v in results[0].verdicts if v.status != "manually graded"] if results else []
+    width = max([len(r.student) for r in results] + [7])
+    head = f"{'student':<{width}}  {'score':>9}  " + "  ".join(i[:12].ljust(12) for i in ids) + "  notes"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        by = {v.exercise: v for v in r.verdicts}
+        auto = [by[i] for i in ids if i in by]
+        cells = "  ".join(f"{by[i].points:g}/{by[i].max_points:g} {by[i].status[:6]}".ljust(12)[:12]
+                          if i in by else " " * 12 for i in ids)
+        score = f"{sum(v.points for v in auto):g}/{sum(v.max_points for v in auto):g}"
+        lines.append(f"{r.student:<{width}}  {score:>9}  {cells}  {len(r.notes) or ''}")
+    return "\n".join(lines)
 
 
 def run(args) -> int:
-    from autograder.grade import Grader, Result
-    from course.verdicts import Verdict
+    from autograder import feedback, gradebook
+    from autograder.sandbox import Limits, SandboxError, bwrap
+    from autograder.submissions import IntakeError, collect, unpack
+    from autograder.workers import grade_all
 
     repo = Path(args.repo).resolve()
     chapter = find(repo / "source", args.chapter)
-    folder = Path(args.submissions)
-    if not folder.is_dir():
-        print(f"autograder grade: {folder} is not a folder of submissions.", file=sys.stderr)
-        return 2
+    where = Path(args.submissions)
     out = Path(args.out)
-    (out / "results").mkdir(parents=True, exist_ok=True)
-    submissions = find_submissions(folder, chapter.id)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        grader = Grader(chapter, Path(tmp), db_url=f"sqlite:///{(out / 'gradebook.db').resolve()}")
-        for i, (student, notebook) in enumerate(submissions.items(), 1):
-            if notebook is None:
-                r = Result(student, chapter.id, grader._zero_verdicts("no notebook submitted"),
-                           [f"no {chapter.id}.ipynb in the student's folder"])
+    try:
+        bwrap()
+    except SandboxError as e:
+        print(f"autograder grade: {e}", file=sys.stderr)
+        return 2
+    limits = Limits()
+    if args.cell_timeout:
+        limits.cell_timeout_s = args.cell_timeout
+    if args.timeout:
+        limits.submission_timeout_s = args.timeout
+    if args.memory:
+        limits.memory_bytes = int(args.memory * 1024 ** 3)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
+        try:
+            if where.is_file() and where.suffix.lower() == ".zip":
+                warnings = unpack(where, Path(scratch))
+                folder = Path(scratch)
+            elif where.is_dir():
+                warnings, folder = [], where
             else:
-                r = grader.grade(student, notebook)
-            print(f"[{i}/{len(submissions)}] {student}: {r.score:g}/{r.max_score:g}", flush=True)
-            results.append(r)
-            (out / "results" / f"{student}.json").write_text(json.dumps(
-                {"student": r.student, "chapter": r.chapter, "score": r.score, "max_score": r.max_score,
-                 "notes": r.notes, "exercises": [asdict(v) for v in r.verdicts]}, indent=2))
-    ids = [v.exercise for v in results[0].verdicts] if results else []
-    with open(out / "grades.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "chapter", "score", "max_score", *ids])
-        for r in results:
-            w.writerow([r.student, r.chapter, r.score, r.max_score, *[v.points for v in r.verdicts]])
+                print(f"autograder grade: {where} is neither a folder of submissions nor a .zip of one.",
+                      file=sys.stderr)
+                return 2
+            submissions = collect(folder, chapter.id, chapter.notebook.name)
+        except IntakeError as e:
+            print(f"autograder grade: {e}", file=sys.stderr)
+            return 2
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        bad = [s.student for s in submissions if not _safe_name(s.student)]
+        if bad or not submissions:
+            print(f"autograder grade: no student folders found in {where}" if not submissions else
+                  f"autograder grade: unusable student folder names: {bad}", file=sys.stderr)
+            return 2
+        workers = max(1, min(args.workers, len(submissions)))
+        print(f"grading {len(submissions)} submissions of {chapter.id} with {workers} worker(s), sandboxed ...",
+              flush=True)
+
+        def progress(result, done, total):
+            note = f"  ({'; '.join(result.notes)[:100]})" if result.notes else ""
+            print(f"[{done}/{total}] {result.student}: {result.score:g}/{result.max_score:g}{note}", flush=True)
+
+        try:
+            results, worker_rss = grade_all(chapter, submissions, workers, limits, progress)
+        except SandboxError as e:
+            print(f"autograder grade: {e}", file=sys.stderr)
+            return 2
+    db_url = args.db or f"sqlite:///{(out / 'gradebook.db').resolve()}"
+    gradebook.record(chapter, db_url, results)
+    for r in results:
+        write_atomic(out / "results" / f"{r.student}.json", json.dumps(r.to_json(), indent=2) + "\n")
+        write_atomic(out / "feedback" / r.student / f"{chapter.id}.html", feedback.render(r))
+        if r.autograded:
+            write_atomic(out / "autograded" / r.student / chapter.id / chapter.notebook.name, r.autograded)
+    write_atomic(out / "grades.csv", _csv(results, chapter.id))
+    if not args.db:
+        write_atomic(out / "nbgrader_config.py",
+                     "# Written by `autograder grade`: lets `nbgrader export` and formgrader read this folder.\n"
+                     "c = get_config()  # noqa: F821\n"
+                     f"c.CourseDirectory.root = {str(out.resolve())!r}\n"
+                     f"c.CourseDirectory.db_url = {db_url!r}\n")
+    elapsed = time.monotonic() - started
+    print()
+    print(summary_table(results))
+    print()
+    peak_worker = max(worker_rss.values(), default=0) / 1024
+    peak_kernel = max((r.kernel_peak_rss_kb for r in results), default=0) / 1024
+    print(f"{len(results)} graded in {elapsed:.1f} s ({elapsed / len(results):.2f} s per submission, "
+          f"{workers} workers); peak memory {peak_worker:.0f} MiB per worker + {peak_kernel:.0f} MiB per kernel")
+    print(f"wrote {out / 'grades.csv'}, {out / 'results'}/, {out / 'feedback'}/ and the gradebook {db_url}")
     return 0

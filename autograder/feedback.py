@@ -1,0 +1,47 @@
+"""The feedback page a student gets back: per exercise, the points and the teaching
+message, and what the grader noticed about the submission as a whole.
+
+Built from verdicts only, never from the executed notebook, so a hidden test's
+source and traceback cannot reach it (nbgrader's own generate_feedback shows
+both). A failed hidden test shows its message, which names the computation and
+what torch gives.
+"""
+from __future__ import annotations
+
+import html
+
+_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#9a6700", "not attempted": "#57606a",
+            "manually graded": "#0969da", "not run": "#57606a"}
+
+
+def render(result, title: str | None = None) -> str:
+    auto = [v for v in result.verdicts if v.status != "manually graded"]
+    earned = sum(v.points for v in auto)
+    possible = sum(v.max_points for v in auto)
+    rows = "".join(
+        f"<tr><td><code>{html.escape(v.exercise)}</code></td>"
+        f"<td style='color:{_COLOURS.get(v.status, '#000')};font-weight:bold'>{html.escape(v.status)}</td>"
+        f"<td>{v.points:g} / {v.max_points:g}</td>"
+        f"<td><pre>{html.escape(v.message)}</pre></td></tr>"
+        for v in result.verdicts)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
+    notes_html = f"<h2>Notes from the grader</h2><ul>{notes}</ul>" if notes else ""
+    seed = (f"<p>Random inputs of this grading: seed {result.seed} "
+            f"(<code>course.inputs.reseed({result.seed})</code> replays them).</p>") if result.seed else ""
+    heading = html.escape(title or f"{result.chapter}: feedback for {result.student}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{heading}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }}
+table {{ border-collapse: collapse; width: 100%; }}
+td, th {{ border-bottom: 1px solid #d0d7de; padding: .4rem .6rem; text-align: left; vertical-align: top; }}
+pre {{ margin: 0; white-space: pre-wrap; font-size: .9rem; }}
+</style></head>
+<body>
+<h1>{heading}</h1>
+<p><strong>{earned:g} / {possible:g}</strong> automatic points.
+Exercises graded by your instructor are marked as such and scored separately.</p>
+<table><tr><th>exercise</th><th>status</th><th>points</th><th>message</th></tr>{rows}</table>
+{notes_html}{seed}
+</body></html>
+"""

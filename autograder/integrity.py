@@ -1,0 +1,376 @@
+"""What a student's code may not change while it is graded, and what it may not do.
+
+Runs inside the grading sandbox (docs/grading.md, "Threat model").
+
+- `Snapshot` records, before any student code runs, every loaded module's
+  namespace, the classes and functions defined there (their dicts, bases,
+  code, defaults) and the import machinery. `Snapshot.restore()` puts all of it
+  back and names what had changed, so a monkeypatched `torch`, `numpy`,
+  `course.compare` or builtin is undone before every test cell, and a patch made
+  while a test cell runs is caught when it ends.
+- `install_guard()` adds an audit hook (PEP 578: it cannot be removed) that,
+  while notebook code runs, refuses what could reach past the namespace into the
+  grader: frames (so the kernel's own locals), the garbage collector's object
+  walks, trace and profile hooks, new audit hooks, threads, sub-interpreters and
+  (unless a chapter allows native code) ctypes.
+
+Everything here must work while the objects it inspects are hostile: values are
+compared by identity only (`operator.is_`, never `==`, which a student's class
+can define), and only exact built-in types are trusted.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+import sys
+import types
+
+_is = operator.is_
+_MISSING = object()
+
+# Keys that libraries add to or rebind on classes and modules in normal use (pickle
+# and copy cache __slotnames__, abc and typing keep caches); never part of a verdict.
+_CLASS_CACHE_KEYS = frozenset({"__slotnames__", "_abc_impl", "__abstractmethods__", "__parameters__",
+                               "_is_protocol", "__protocol_attrs__", "__weakref__", "__doc__"})
+_MODULE_SKIP = frozenset({"__main__", "sys"})
+_SYS_LISTS = ("meta_path", "path_hooks")
+
+
+class SandboxViolation(ValueError):
+    """Raised into student code for an operation the grader does not allow.
+
+    A ValueError, because the standard library's own frame users (logging,
+    typing, collections.namedtuple) already treat ValueError from sys._getframe
+    as "no frame available" and carry on."""
+
+
+def _behaviour(value) -> bool:
+    """A class attribute that is code: a function, a method wrapper, a property or other descriptor."""
+    return callable(value) or issubclass(type(value), (property, staticmethod, classmethod, types.GetSetDescriptorType,
+                                                       types.MemberDescriptorType))
+
+
+def _sensitive(value) -> bool:
+    """Whether replacing `value` changes behaviour (functions, classes, modules) rather than data."""
+    return callable(value) or type(value) is types.ModuleType
+
+
+class Snapshot:
+    """Identity snapshot of the interpreter's loaded code, taken before student code runs."""
+
+    def __init__(self):
+        self.modules: list[tuple[str, dict, tuple, tuple]] = []
+        self.classes: list[tuple[str, type, type, tuple, tuple, tuple]] = []
+        self.functions: list[tuple[str, types.FunctionType, object, object, object]] = []
+        self.containers: list[tuple[str, object, tuple, tuple]] = []
+        self.sys_modules: dict = {}
+        self.sys_lists: dict = {}
+        self.owner: dict[str, str] = {}  # dotted name of a class, function or table -> its module
+        self.module_names: set[str] = set()
+
+    @classmethod
+    def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
+        """Snapshot the modules loaded from `roots` (and built-in ones). A chapter's own
+        packages in the working folder (picotorch/) are the student's to extend, not the grader's."""
+        snap = cls()
+        seen_classes: set[int] = set()
+        seen_functions: set[int] = set()
+        current_module = [""]
+
+        def add_function(where: str, fn) -> None:
+            if type(fn) is types.FunctionType and id(fn) not in seen_functions:
+                seen_functions.add(id(fn))
+                snap.functions.append((where, fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+                snap.owner[where] = current_module[0]
+
+        for name, module in list(sys.modules.items()):
+            if name in _MODULE_SKIP or type(module) is not types.ModuleType:
+                continue
+            origin = module.__dict__.get("__file__")
+            if roots and type(origin) is str and not origin.startswith(roots):
+                continue
+            d = module.__dict__
+            current_module[0] = name
+            snap.modules.append((name, d, tuple(d.keys()), tuple(d.values())))
+            for key, value in list(d.items()):
+                # Module-level tables (tolerances, registries) can be edited in place.
+                if type(value) in (dict, list, set) and not key.startswith("__") and critical(name):
+                    items = tuple(value.items()) if type(value) is dict else tuple(value)
+                    snap.containers.append((f"{name}.{key}", value, items, tuple(value) if type(value) is dict else ()))
+                    snap.owner[f"{name}.{key}"] = name
+                if issubclass(type(value), type) and id(value) not in seen_classes and \
+                        type(value.__dict__) is types.MappingProxyType and value.__dict__.get("__module__") == name:
+                    seen_classes.add(id(value))
+                    cd = value.__dict__
+                    snap.classes.append((f"{name}.{value.__qualname__}", value, type(value), value.__bases__,
+                                         tuple(cd.keys()), tuple(cd.values())))
+                    snap.owner[f"{name}.{value.__qualname__}"] = name
+                    for attr, member in list(cd.items()):
+                        if type(member) in (staticmethod, classmethod):
+                            member = member.__func__
+                        add_function(f"{name}.{value.__qualname__}.{attr}", member)
+                elif type(value) is types.FunctionType and value.__globals__ is d:
+                    add_function(f"{name}.{key}", value)
+        snap.module_names = {m[0] for m in snap.modules}
+        snap.sys_modules = {k: v for k, v in sys.modules.items() if k not in _MODULE_SKIP}
+        snap.sys_lists = {name: (getattr(sys, name), list(getattr(sys, name))) for name in _SYS_LISTS}
+        return snap
+
+    def refresh(self, module_name: str) -> None:
+        """Accept the current state of one module's namespace (after the grader itself changed it)."""
+        for i, (name, d, _, _) in enumerate(self.modules):
+            if name == module_name:
+                self.modules[i] = (name, d, tuple(d.keys()), tuple(d.values()))
+
+    def module_of(self, where: str) -> str:
+        """The module a name reported by restore() belongs to."""
+        if where.startswith("sys."):
+            return "sys"
+        head = where.split("[")[0]
+        while head:
+            if head in self.owner:
+                return self.owner[head]
+            if head in self.module_names:
+                return head
+            head = head.rpartition(".")[0]
+        return ""
+
+    def restore(self, graveyard: list) -> tuple[list[str], list[str]]:
+        """Put everything back. Returns (sensitive changes, other changes) as dotted names.
+
+        Displaced values go to `graveyard` rather than being dropped here, so that no
+        student finalizer (__del__) runs while the grader's own code is on the stack."""
+        sensitive: list[str] = []
+        other: list[str] = []
+        keep = graveyard.append
+        for name, d, keys, values in self.modules:
+            if len(d) == len(keys) and all(map(_is, keys, d.keys())) and all(map(_is, values, d.values())):
+                continue
+            for key in [k for k in list(d.keys()) if type(k) is not str]:  # odd keys: drop before any lookup
+                keep(d.pop(key, None))
+                sensitive.append(f"{name}[{type(key).__name__} key]")
+            guarded = critical(name)
+            for key, value in zip(keys, values):
+                current = d.get(key, _MISSING)
+                if current is not value and (guarded or _sensitive(value)):
+                    keep(current)
+                    d[key] = value
+                    (sensitive if _sensitive(value) else other).append(f"{name}.{key}")
+        for where, container, items, keys in self.containers:
+            kind = type(container)
+            if kind is dict:
+                if len(container) == len(items) and all(map(_is, keys, container.keys())) \
+                        and all(map(_is, (v for _, v in items), container.values())):
+                    continue
+                keep(dict.copy(container))
+                dict.clear(container)
+                dict.update(container, items)
+            elif kind is list:
+                if len(container) == len(items) and all(map(_is, items, container)):
+                    continue
+                keep(list.copy(container))
+                list.__setitem__(container, slice(None), items)
+            else:
+                if len(container) == len(items) and all(map(set.__contains__, (container,) * len(items), items)):
+                    continue
+                keep(set.copy(container))
+                set.clear(container)
+                set.update(container, items)
+            other.append(where)
+        for where, klass, meta, bases, keys, values in self.classes:
+            cd = klass.__dict__
+            if type(klass) is meta and klass.__bases__ is bases and len(cd) == len(keys) \
+                    and all(map(_is, keys, cd.keys())) and all(map(_is, values, cd.values())):
+                continue
+            if type(klass) is not meta:
+                keep(type(klass))
+                type.__setattr__(klass, "__class__", meta)
+                sensitive.append(f"{where}.__class__")
+            if klass.__bases__ is not bases:
+                keep(klass.__bases__)
+                type.__setattr__(klass, "__bases__", bases)
+                sensitive.append(f"{where}.__bases__")
+            known = dict(zip(keys, values))
+            # Behaviour only: methods and descriptors. Class-level data (counters such as
+            # torch's RemovableHandle.next_id) is the library's own business.
+            for key in [k for k in list(cd.keys()) if type(k) is not str or k not in known]:
+                if type(key) is str and key in _CLASS_CACHE_KEYS or not _behaviour(cd[key]):
+                    continue
+                keep(cd[key])
+                type.__delattr__(klass, key)
+                sensitive.append(f"{where}.{key}")
+            for key, value in known.items():
+                current = cd.get(key, _MISSING)
+                if current is not value and key not in _CLASS_CACHE_KEYS and _behaviour(value):
+                    keep(current)
+                    type.__setattr__(klass, key, value)
+                    sensitive.append(f"{where}.{key}")
+        for where, fn, code, defaults, kwdefaults in self.functions:
+            if fn.__code__ is not code:
+                keep(fn.__code__)
+                fn.__code__ = code
+                sensitive.append(f"{where}.__code__")
+            if fn.__defaults__ is not defaults:
+                keep(fn.__defaults__)
+                fn.__defaults__ = defaults
+                sensitive.append(f"{where}.__defaults__")
+            if fn.__kwdefaults__ is not kwdefaults:
+                keep(fn.__kwdefaults__)
+                fn.__kwdefaults__ = kwdefaults
+                sensitive.append(f"{where}.__kwdefaults__")
+        modules = sys.modules
+        for name, module in self.sys_modules.items():
+            current = modules.get(name, _MISSING)
+            if current is not module:
+                keep(current)
+                modules[name] = module
+                sensitive.append(f"sys.modules[{name!r}]")
+        for name, (lst, items) in self.sys_lists.items():
+            if getattr(sys, name) is not lst:
+                keep(getattr(sys, name))
+                setattr(sys, name, lst)
+                sensitive.append(f"sys.{name}")
+            if len(lst) != len(items) or not all(map(_is, lst, items)):
+                keep(list(lst))
+                lst[:] = items
+                sensitive.append(f"sys.{name}")
+        return sensitive, other
+
+
+# Where a change made while a test cell runs is taken as tampering: the tests' own
+# tools and what they compare against. Elsewhere libraries do patch themselves in
+# normal use (torch.optim wraps Optimizer.step on first use), so a change there is
+# undone before the next test but not held against the student.
+_CRITICAL_EXACT = frozenset({"builtins", "sys", "torch", "numpy", "math", "operator", "copy", "functools",
+                             "itertools", "random", "torch._tensor", "torch.functional", "torch.nn.functional",
+                             "torch.nn", "torch.nn.parameter", "torch.autograd", "torch.autograd.grad_mode"})
+_CRITICAL_PREFIXES = ("course.", "autograder.", "picotorch.", "torch.testing.", "numpy.testing.", "torch.nn.modules.",
+                      "torch.autograd.", "numpy.core.", "numpy._core.")
+
+
+def critical(module: str) -> bool:
+    return module in _CRITICAL_EXACT or module == "course" or module == "picotorch" \
+        or (module + ".").startswith(_CRITICAL_PREFIXES) or module.startswith(_CRITICAL_PREFIXES)
+
+
+FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
+                          "sys.settrace", "sys.setprofile", "sys.addaudithook",
+                          "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                          "_thread.start_new_thread", "cpython.PyInterpreterState_New",
+                          "cpython._PySys_ClearAuditHooks"})
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+_WHY = {
+    "sys._getframe": "reading the interpreter's frames",
+    "sys._current_frames": "reading the interpreter's frames",
+    "sys._current_exceptions": "reading the interpreter's frames",
+    "object.__getattr__": "reading the interpreter's frames",
+    "sys.settrace": "installing a trace function",
+    "sys.setprofile": "installing a profile function",
+    "sys.addaudithook": "installing an audit hook",
+    "gc.get_objects": "walking the garbage collector's objects",
+    "gc.get_referrers": "walking the garbage collector's objects",
+    "gc.get_referents": "walking the garbage collector's objects",
+    "_thread.start_new_thread": "starting threads",
+    "cpython.PyInterpreterState_New": "creating sub-interpreters",
+    "ctypes": "calling native code through ctypes",
+}
+
+
+def _frame_helpers():
+    """(returners, consumers): {id(code): globals} of the standard library's frame users.
+
+    A frame may be taken only on behalf of a consumer, a function that turns frames
+    into text or names and gives no frame back (traceback.format_stack, which
+    torch.manual_seed calls; logging's findCaller; typing and namedtuple's module
+    lookup). Returners (inspect.currentframe, traceback.walk_stack) hand frames to
+    their caller, so they are looked through to whoever called them."""
+    import collections
+    import inspect
+    import logging
+    import traceback
+    import typing
+
+    def code_map(functions):
+        found = {}
+        for fn in functions:
+            fn = getattr(fn, "__func__", fn)
+            if type(fn) is types.FunctionType:
+                found[id(fn.__code__)] = fn.__globals__
+        return found
+
+    extra = []
+    try:  # torch's operator registry records where an operator was defined (lazy imports do this)
+        import torch._library.utils
+        import torch.library
+        extra = [torch.library.Library.__init__, torch.library.Library._register_fake, torch._library.utils.get_source]
+    except (ImportError, AttributeError):
+        pass
+    returners = code_map([inspect.currentframe, logging.currentframe, traceback.walk_stack, traceback.walk_tb,
+                          getattr(traceback, "_walk_tb_with_full_positions", None)])
+    consumers = code_map([traceback.extract_stack, traceback.format_stack, traceback.print_stack,
+                          traceback.StackSummary.extract,
+                          getattr(traceback.StackSummary, "_extract_from_extended_frame_gen", None),
+                          logging.Logger.findCaller, getattr(typing, "_caller", None), collections.namedtuple,
+                          typing.TypeVar.__init__, *extra])
+    return returners, consumers
+
+
+def install_guard(allow_native: bool = False):
+    """Install the audit hook; return (set_untrusted, blocked) where set_untrusted(bool)
+    switches the policy on around notebook code and `blocked` lists what was refused."""
+    untrusted = [False]
+    busy = [False]
+    blocked: list[str] = []
+    frame_events, frame_attrs, why = FRAME_EVENTS, FRAME_ATTRS, dict(_WHY)
+    frame_giving = frozenset({"sys._getframe", "object.__getattr__"})
+    violation, str_type, append = SandboxViolation, str, blocked.append
+    returners, consumers = _frame_helpers()
+    getframe, get_id = sys._getframe, id
+
+    def on_behalf_of_consumer() -> bool:
+        f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
+        while f is not None and returners.get(get_id(f.f_code)) is f.f_globals:
+            f = f.f_back
+        if f is None or consumers.get(get_id(f.f_code)) is not f.f_globals:
+            return False
+        return not f.f_locals.get("capture_locals")  # reprs of the grader's locals are no better
+
+    def hook(event, args):
+        if not untrusted[0] or busy[0]:
+            return
+        if event in frame_events:
+            pass
+        elif event == "object.__getattr__":
+            if len(args) < 2 or type(args[1]) is not str_type or args[1] not in frame_attrs:
+                return
+        elif event.startswith("ctypes."):
+            if allow_native:
+                return
+            event = "ctypes"
+        else:
+            return
+        if event in frame_giving:
+            busy[0] = True
+            try:
+                if on_behalf_of_consumer():
+                    return
+            finally:
+                busy[0] = False
+        append(event)
+        raise violation(f"{why.get(event, event)} is not allowed while the notebook is graded "
+                        "(it could reach into the grader); see the course's grading guide")
+
+    sys.addaudithook(hook)
+
+    def set_untrusted(flag: bool) -> None:
+        untrusted[0] = flag
+
+    return set_untrusted, blocked
+
+
+def exact_str(value, default: str = "") -> str:
+    """`value` if it is exactly a str (a subclass could run code later), else `default`."""
+    return value if type(value) is str else default
+
+
+__all__ = ["Snapshot", "SandboxViolation", "install_guard", "exact_str", "builtins"]

@@ -1,0 +1,312 @@
+"""The process that runs one student's notebook, cell by cell, inside the sandbox.
+
+It is forked by the supervisor (autograder/supervisor.py) from a warm
+interpreter, drops to an unprivileged uid with resource limits, and then obeys
+one message at a time: RUN(cell) -> DONE(cell). It is *not* an IPython kernel:
+cells are compiled and executed here, so there are no input transformers,
+`pre_run_cell` hooks or custom exception handlers through which a cell could
+rewrite, skip or excuse the cells after it; each cell's code arrives only when
+it is its turn, so no earlier cell can see or alter a later one.
+
+Between cells the kernel runs the grader's own code, and that stretch is
+guarded: signals are blocked, the garbage collector is paused, every value the
+student displaced is kept alive (no finalizer runs), and the snapshot of the
+loaded modules is restored before anything else (autograder/integrity.py). The
+DONE message carries the nonce that came with RUN, so a message a student's code
+writes on the channel itself is recognised as forged.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import gc
+import json
+import marshal
+import os
+import resource
+import signal
+import socket
+import sys
+import types
+
+from autograder.integrity import Snapshot, install_guard
+
+TEXT_LIMIT_DEFAULT = 100_000
+
+
+class _Capture:
+    """A text stream that keeps the first `limit` characters and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+        self.limit = limit
+
+    def write(self, text) -> int:
+        if type(text) is not str:
+            text = str(text)
+            if type(text) is not str:
+                return 0
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def text(self) -> str:
+        return "".join(p for p in self.parts if type(p) is str)
+
+
+def _limits(job: dict) -> None:
+    limits = job["limits"]
+    for name, value in (("RLIMIT_AS", limits["memory_bytes"]), ("RLIMIT_NPROC", limits["processes"]),
+                        ("RLIMIT_FSIZE", limits["file_bytes"]), ("RLIMIT_CORE", 0),
+                        ("RLIMIT_NOFILE", 256), ("RLIMIT_CPU", int(limits["submission_timeout_s"]) + 5)):
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _drop_privileges(uid: int | None) -> None:
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    try:  # not dumpable: no other process of this uid may ptrace it or read its memory
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:
+        pass
+
+
+def _split_last_expression(source: str, filename: str):
+    """(body code, last-expression code or None), as IPython displays a cell's last value."""
+    tree = ast.parse(source, filename=filename, mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, filename, "exec", dont_inherit=True)
+    return body, (compile(last, filename, "eval", dont_inherit=True) if last is not None else None)
+
+
+def _bound_names(source: str) -> set[str]:
+    """Names a cell binds at module level: the ones the grader treats as the cell's own."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+    def visit(node) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return
+        if isinstance(node, scopes):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def _make_get_ipython(ns: dict):
+    """Magics in student cells (`%timeit`) need an IPython shell; one is made on demand.
+    The kernel never runs cells through it, so hooks registered on it have no effect."""
+    shell = []
+
+    def get_ipython():
+        if not shell:
+            from traitlets.config import Config
+            from IPython.core.interactiveshell import InteractiveShell
+            cfg = Config()
+            cfg.HistoryManager.enabled = False
+            shell.append(InteractiveShell.instance(config=cfg, user_ns=ns))
+        return shell[0]
+
+    return get_ipython
+
+
+def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) -> None:
+    """Run until the supervisor closes the channel. Never returns normally."""
+    fd = sock.fileno()
+    os.set_inheritable(fd, False)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(devnull, target)
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 65536)
+    workdir = job["workdir"]
+    os.chdir(workdir)
+    sys.path.insert(0, workdir)  # as in Jupyter: the notebook's folder is importable (picotorch/ lives there)
+    os.environ.update({"HOME": workdir, "TMPDIR": os.path.join(workdir, ".tmp"), "COURSE_SEED": str(job["seed"]),
+                       "COURSE_CHECK_RUNNING": "1", "MPLBACKEND": "Agg"})
+    os.setsid()
+    _limits(job)
+    _drop_privileges(uid)
+    channel = os.fstat(fd)
+
+    def close_channel_in_child() -> None:  # a forked child gets no channel, under any fd number
+        for other in range(256):
+            try:
+                st = os.fstat(other)
+                if (st.st_dev, st.st_ino) == (channel.st_dev, channel.st_ino):
+                    os.close(other)
+            except OSError:
+                pass
+
+    os.register_at_fork(after_in_child=close_channel_in_child)
+    try:  # each submission draws its own inputs (the supervisor imported course.inputs once for all)
+        from course import inputs
+        inputs.reseed(int(job["seed"]))
+        snapshot.refresh("course.inputs")
+    except (ImportError, AttributeError):
+        pass
+
+    # Everything the guarded stretch uses is captured now, before student code can rebind it.
+    read, write, loads = os.read, os.write, marshal.loads
+    encode = json.encoder.encode_basestring_ascii
+    sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
+    gc_enable, gc_disable = gc.enable, gc.disable
+    from autograder.integrity import critical
+    restore, module_of, execute, evaluate, to_repr = snapshot.restore, snapshot.module_of, exec, eval, repr
+    split = _split_last_expression
+    capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
+    set_untrusted, blocked = install_guard(bool(job.get("allow_native")))
+
+    main_module = types.ModuleType("__main__")
+    ns = main_module.__dict__
+    ns["__builtins__"] = builtins
+    ns["get_ipython"] = _make_get_ipython(ns)
+    sys.modules["__main__"] = main_module
+    trusted_names: dict[str, object] = {}
+    graveyard: list = []
+    original_mask = sigmask(signal.SIG_BLOCK, all_signals)
+
+    def receive():
+        head = b""
+        while len(head) < 8:
+            chunk = read(fd, 8 - len(head))
+            if not chunk:
+                os._exit(0)
+            head += chunk
+        size = int(head)
+        body = b""
+        while len(body) < size:
+            chunk = read(fd, size - len(body))
+            if not chunk:
+                os._exit(0)
+            body += chunk
+        return loads(body)
+
+    def send_text(pairs: list[tuple[str, object]]) -> None:
+        """One JSON object per line, built from exact strs, ints and lists of strs only."""
+        parts = []
+        for key, value in pairs:
+            if type(value) is str:
+                text = encode(value)
+            elif type(value) is int or type(value) is bool:
+                text = "true" if value is True else "false" if value is False else int.__repr__(value)
+            elif value is None:
+                text = "null"
+            else:
+                text = "[" + ",".join(encode(v) for v in value if type(v) is str) + "]"
+            parts.append(encode(key) + ":" + text)
+        data = ("{" + ",".join(parts) + "}\n").encode("ascii")
+        while data:
+            data = data[write(fd, data):]
+
+    while True:
+        message = receive()
+        index, kind, source, nonce = message["index"], message["kind"], message["source"], message["nonce"]
+        rebound = []
+        if kind == "test":
+            for name, value in trusted_names.items():
+                if ns.get(name, graveyard) is not value:
+                    graveyard.append(ns.get(name))
+                    ns[name] = value
+                    if callable(value) or type(value) is types.ModuleType:  # data names are reused freely
+                        rebound.append(name)
+        own = _bound_names(source) if kind != "student" else set()
+        stdout, stderr = _Capture(capture_limit), _Capture(capture_limit)
+        status, ename, evalue, result = "ok", "", "", None
+        error = None
+        del blocked[:]
+        # ---- the student's turn: everything from here to the guarded stretch may be hostile.
+        set_untrusted(True)
+        sys.stdout, sys.stderr = stdout, stderr
+        gc_enable()
+        sigmask(signal.SIG_SETMASK, original_mask)
+        graveyard.clear()  # finalizers of what the last restore displaced run here, under the guard
+        try:
+            try:
+                filename = f"<cell {index}>"
+                body, last = split(source, filename)
+                execute(body, ns)
+                if last is not None:
+                    value = evaluate(last, ns)
+                    if value is not None:
+                        result = to_repr(value)
+                        if type(result) is not str:
+                            result = "<repr did not return a str>"
+            except BaseException as e:  # SystemExit and KeyboardInterrupt too: a cell cannot end the run
+                error = e
+                status = "error"
+                ename = type(e).__name__
+                try:
+                    evalue = str(e)
+                except BaseException:
+                    evalue = "<the exception's message could not be printed>"
+                if type(ename) is not str:
+                    ename = "Exception"
+                if type(evalue) is not str:
+                    evalue = ""
+            for key in [k for k in list(ns) if type(k) is not str]:  # keys with code in __hash__/__eq__
+                graveyard.append(ns.pop(key, None))
+        except BaseException:  # a signal handler raising late, or a hostile __hash__
+            status, ename, evalue = "error", "KeyboardInterrupt", "the cell was interrupted"
+        # ---- the guarded stretch: no student code runs until the next cell starts.
+        sigmask(signal.SIG_BLOCK, all_signals)
+        gc_disable()
+        set_untrusted(False)
+        graveyard.append(error)
+        error = None
+        sensitive, other = restore(graveyard)
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        tampered = []
+        if kind == "test":
+            tampered = [where for where in sensitive if critical(module_of(where))]
+            tampered += [f"the notebook's {name!r}" for name, value in trusted_names.items()
+                         if name not in own and ns.get(name, graveyard) is not value]
+            if tampered:
+                status, ename = "error", "GradingIntegrityError"
+                evalue = ("the tests could not be trusted: while they ran, your code replaced "
+                          + ", ".join(tampered[:5]) + ("..." if len(tampered) > 5 else "")
+                          + ". Changing the grader's tools earns no points.")
+        for name in own:  # what a given or test cell binds is the grader's, whatever students rebind later
+            if name in ns:
+                trusted_names[name] = ns[name]
+        send_text([("index", index), ("nonce", nonce), ("status", status), ("ename", ename),
+                   ("evalue", evalue), ("stdout", stdout.text()), ("stderr", stderr.text()),
+                   ("dropped", stdout.dropped + stderr.dropped), ("result", result),
+                   ("changed", sensitive), ("tampered", tampered), ("rebound", rebound),
+                   ("blocked", list(blocked))])

@@ -1,0 +1,351 @@
+"""The trusted process inside a grading sandbox: `python -m autograder.supervisor`.
+
+Started once per grader worker inside bubblewrap (autograder/sandbox.py), it
+imports torch, the course package and whatever the chapter's own cells import,
+snapshots the interpreter (autograder/integrity.py), and then grades one job at
+a time: for each submission it forks a kernel (autograder/kernel.py) that runs
+as a throwaway uid with resource limits, sends it the cells one by one, and
+enforces the time limits. It never runs student code itself, and it reads the
+kernel's messages only as JSON.
+
+When the kernel dies (os._exit, a segfault, the memory limit) or a cell runs past
+its limit, the supervisor kills every process of that uid, forks a fresh kernel,
+replays the cells that had completed (skipping the one that failed) and carries
+on, so one bad cell costs that cell, not the notebook.
+
+Protocol with the worker outside: one JSON object per line on stdin (a job) and
+on the original stdout (the result, or {"ready": ...} once warm).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import secrets
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+
+MAX_MESSAGE = 8 * 1024 * 1024
+
+
+def _warm(preload: list[str]) -> list[str]:
+    """Import what the chapter uses, then run its reference notebook once, so that every
+    lazy import and every patch libraries make to themselves on first use (torch.optim
+    wraps Optimizer.step) happens before the snapshot, not while a student is graded."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    failed = []
+    import torch  # noqa: F401  (first: everything else in the course needs it)
+    torch.set_num_threads(1)
+    for name in ["numpy", "course", "course.compare", "course.inputs", "IPython.display", *preload]:
+        try:
+            __import__(name)
+        except Exception:
+            failed.append(name)
+    warmup = "/grading/in/.warmup.json"
+    if os.path.exists(warmup):
+        with open(warmup) as f:
+            cells = json.load(f)
+        here = os.getcwd()
+        scratch = "/tmp/warmup"
+        shutil.copytree("/grading/in", scratch, ignore=shutil.ignore_patterns(".warmup.json"))
+        os.chdir(scratch)
+        sys.path.insert(0, scratch)  # as the kernel will: the chapter's packages (picotorch/) import from here
+        os.environ["COURSE_CHECK_RUNNING"] = "1"
+        import contextlib
+        import io
+        ns = {"__name__": "__warmup__"}
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for source in cells:
+                try:
+                    exec(compile(source, "<warm-up>", "exec"), ns)
+                except BaseException:
+                    pass
+        os.chdir(here)
+        sys.path.remove(scratch)
+        for name, module in list(sys.modules.items()):  # the chapter's own packages: each kernel imports its own
+            origin = getattr(module, "__file__", None)
+            if isinstance(origin, str) and origin.startswith(scratch):
+                del sys.modules[name]
+        shutil.rmtree(scratch, ignore_errors=True)
+        ns.clear()
+    return failed
+
+
+class Kernel:
+    def __init__(self, job, snapshot, uid):
+        from autograder import kernel
+        parent, child = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                parent.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                kernel.main(child, job, snapshot, uid)
+            finally:
+                os._exit(70)
+        child.close()
+        # The kernel attaches its pid to every write (SCM_CREDENTIALS, checked by the OS):
+        # a process the student started that got hold of the channel is recognised.
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock = parent
+        self.buffer = b""
+        self.status = None
+        self.intruder = None
+
+    def send(self, message: dict) -> None:
+        import marshal
+        data = marshal.dumps(message)
+        self.sock.sendall(b"%08d" % len(data) + data)
+
+    def receive(self, deadline: float):
+        """The next line from the kernel, or ("timeout" | "died", None)."""
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", None
+            ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if not ready:
+                if self.exited():
+                    return "died", None
+                continue
+            chunk, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(struct.calcsize("3i")))
+            if not chunk:
+                self.exited(wait=True)
+                return "died", None
+            sender = None
+            for level, kind, data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    sender = struct.unpack("3i", data[:struct.calcsize("3i")])[0]
+            if sender != self.pid:
+                self.intruder = sender
+                return "intruder", None
+            self.buffer += chunk
+            if len(self.buffer) > MAX_MESSAGE:
+                return "garbage", None
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return "message", line
+
+    def exited(self, wait: bool = False) -> bool:
+        if self.status is not None:
+            return True
+        deadline = time.monotonic() + (2.0 if wait else 0)
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def how_it_died(self) -> str:
+        if self.status is None:
+            return "the kernel stopped answering"
+        if os.WIFSIGNALED(self.status):
+            sig = os.WTERMSIG(self.status)
+            name = {signal.SIGSEGV: "a segmentation fault (SIGSEGV)", signal.SIGKILL: "SIGKILL",
+                    signal.SIGABRT: "an abort (SIGABRT)", signal.SIGXCPU: "the CPU time limit (SIGXCPU)",
+                    signal.SIGBUS: "a bus error (SIGBUS)"}.get(sig, signal.Signals(sig).name)
+            return f"the kernel died of {name}"
+        return f"the kernel exited with status {os.WEXITSTATUS(self.status)} (os._exit or a crash)"
+
+
+def _kill_all(uid: int | None, kernel: Kernel | None) -> None:
+    """Every process the job left behind, however it detached itself."""
+    if kernel is not None and kernel.status is None:
+        try:
+            os.killpg(kernel.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.kill(kernel.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        kernel.exited(wait=True)
+    if uid is not None:
+        helper = os.fork()
+        if helper == 0:
+            try:
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                # kill(-1) reaches every process of this uid but the caller, in one pass
+                # under the kernel's task-list lock; a process with SIGKILL pending cannot
+                # fork, so nothing survives a sweep. Three sweeps are for good measure.
+                for _ in range(3):
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.001)
+            finally:
+                os._exit(0)
+        os.waitpid(helper, 0)
+    while True:  # reap whatever was re-parented to us
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+
+
+def _prepare_workdir(job: dict, uid: int | None) -> str:
+    work = job["workdir"]
+    if os.path.exists(work):
+        shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(job["inputs"], work, symlinks=False)
+    os.makedirs(os.path.join(work, ".tmp"), exist_ok=True)
+    if uid is not None:
+        for root, dirs, files in os.walk(work):
+            for name in [root, *(os.path.join(root, f) for f in dirs + files)]:
+                os.lchown(name, uid, uid)
+    return work
+
+
+def _clean(paths: list[str]) -> None:
+    for top in paths:
+        if not os.path.isdir(top):
+            continue
+        for name in os.listdir(top):
+            path = os.path.join(top, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def grade(job: dict, snapshot) -> dict:
+    limits = job["limits"]
+    uid = job.get("uid")
+    _prepare_workdir(job, uid)
+    started = time.monotonic()
+    deadline = started + limits["submission_timeout_s"]
+    cells = job["cells"]
+    results: dict[int, dict] = {}
+    notes: list[str] = []
+    completed: list[dict] = []
+    restarts = 0
+    kernel = Kernel(job, snapshot, uid)
+    peak_kb = 0
+
+    def run(k: Kernel, cell: dict, until: float) -> dict:
+        nonce = secrets.token_hex(16)
+        k.send({"index": cell["index"], "kind": cell["kind"], "source": cell["source"], "nonce": nonce})
+        what, line = k.receive(until)
+        if what != "message":
+            return {"status": what}
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return {"status": "forged", "why": "the grading channel carried something that was not the kernel's reply"}
+        if not isinstance(reply, dict) or reply.get("nonce") != nonce or reply.get("index") != cell["index"]:
+            return {"status": "forged", "why": "a reply on the grading channel did not carry this cell's secret"}
+        return reply
+
+    def restart() -> Kernel | None:
+        nonlocal restarts
+        _kill_all(uid, kernel)
+        if restarts >= limits["max_restarts"]:
+            return None
+        restarts += 1
+        fresh = Kernel(job, snapshot, uid)
+        for earlier in completed:  # replay: the notebook's state up to here, without the cell that failed
+            reply = run(fresh, earlier, min(deadline, time.monotonic() + limits["cell_timeout_s"]))
+            if reply.get("status") not in ("ok", "error"):
+                _kill_all(uid, fresh)
+                return None
+        return fresh
+
+    for position, cell in enumerate(cells):
+        now = time.monotonic()
+        if kernel is None or now >= deadline:
+            why = (f"not run: the notebook reached its time limit of {limits['submission_timeout_s']:g} s"
+                   if kernel is not None else "not run: the kernel could not be restarted")
+            for rest in cells[position:]:
+                results[rest["index"]] = {"status": "not run", "ename": "NotRun", "evalue": why}
+            notes.append(why.replace("not run: ", "cells from here on were not run: ", 1) +
+                         f" (first cell not run: {cell['index']})")
+            break
+        until = min(deadline, now + limits["cell_timeout_s"])
+        reply = run(kernel, cell, until)
+        status = reply.get("status")
+        if status in ("ok", "error"):
+            results[cell["index"]] = reply
+            completed.append(cell)
+            continue
+        if status == "timeout":
+            if until >= deadline:  # the notebook's own limit: nothing after this cell will run either
+                why = (f"not run: the notebook reached its time limit of "
+                       f"{limits['submission_timeout_s']:g} s")
+                results[cell["index"]] = {"status": "error", "ename": "CellTimeoutError",
+                                          "evalue": f"this cell was stopped: the notebook reached its time limit "
+                                                    f"of {limits['submission_timeout_s']:g} s"}
+                for rest in cells[position + 1:]:
+                    results[rest["index"]] = {"status": "not run", "ename": "NotRun", "evalue": why}
+                notes.append(f"cell {cell['index']}: stopped when the notebook reached its time limit of "
+                             f"{limits['submission_timeout_s']:g} s; the cells after it were not run")
+                break
+            why = (f"this cell was stopped after {limits['cell_timeout_s']:g} s "
+                   "(the per-cell time limit): an endless loop?")
+            ename = "CellTimeoutError"
+        elif status == "died":
+            kernel.exited(wait=True)
+            why = kernel.how_it_died() + " while running this cell"
+            ename = "KernelDied"
+        elif status == "intruder":
+            why = ("another process wrote on the grading channel while this cell ran (pid "
+                   f"{kernel.intruder}); only the kernel may report results")
+            ename = "GradingIntegrityError"
+        elif status == "garbage":
+            why = "this cell wrote more than the grading channel accepts"
+            ename = "GradingIntegrityError"
+        else:
+            why = reply.get("why", "the grading channel was tampered with")
+            ename = "GradingIntegrityError"
+        results[cell["index"]] = {"status": "error", "ename": ename, "evalue": why}
+        notes.append(f"cell {cell['index']}: {why}")
+        peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        kernel = restart()
+        if kernel is not None:
+            notes.append(f"cell {cell['index']}: restarted the kernel and replayed the cells before it")
+    _kill_all(uid, kernel)
+    peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    _clean([job["workdir"], "/tmp", "/dev/shm"])
+    return {"cells": [results.get(c["index"], {"status": "not run"}) | {"index": c["index"]} for c in cells],
+            "notes": notes, "restarts": restarts, "seconds": round(time.monotonic() - started, 3),
+            "kernel_peak_rss_kb": peak_kb}
+
+
+def main() -> int:
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a library prints must not land in the protocol
+    preload = json.loads(os.environ.get("COURSE_PRELOAD", "[]"))
+    failed = _warm(preload)
+    from autograder.integrity import Snapshot
+    import importlib.util
+    roots = {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    for package in ("course", "autograder"):
+        spec = importlib.util.find_spec(package)
+        roots.update(os.path.dirname(p) for p in spec.submodule_search_locations)
+    snapshot = Snapshot.take(tuple(sorted(r.rstrip("/") + "/" for r in roots)))
+    out.write(json.dumps({"ready": True, "preload_failed": failed, "uid": os.getuid()}) + "\n")
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            reply = grade(job, snapshot)
+        except Exception as e:  # the worker turns this into a note; the supervisor stays up
+            import traceback
+            reply = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        out.write(json.dumps(reply) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

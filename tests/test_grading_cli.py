@@ -1,0 +1,196 @@
+"""`autograder grade` on a whole class (issue 3, items 1, 2 and 5): the files it
+writes, the gradebook nbgrader reads, the same grades with 1 worker and with 4,
+regrading, zip intake, and feedback that teaches without leaking hidden tests."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from test_grading_sandbox import RIGHT, WRONG_DOUBLE, answer, make_chapter
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_cli")]
+AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
+# Passes the visible test (float32) and fails the hidden ones (float64).
+HIDDEN_WRONG = "def double(x):\n    return x * 2 if x.dtype == torch.float32 else x * 3\n"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A course repository holding the small chapter, and its release notebook."""
+    root = tmp_path_factory.mktemp("repo")
+    chapter = make_chapter(root)
+    from autograder import nbgrader_env
+    from autograder.grade import prepare_course
+    course = tmp_path_factory.mktemp("release")
+    prepare_course(chapter, course)
+    with nbgrader_env.quiet():
+        nbgrader_env.check(nbgrader_env.api(course).generate_assignment(chapter.id), "generate_assignment")
+    release = nbformat.read(course / "release" / chapter.id / chapter.notebook.name, 4)
+    return root, chapter, release
+
+
+def class_of(release, size: int) -> dict[str, object]:
+    """{student: notebook or raw text}: right, wrong, blank and broken answers in turn."""
+    kinds = [
+        answer(answer(release, "ex_double", RIGHT["ex_double"]), "ex_half", RIGHT["ex_half"]),
+        answer(answer(release, "ex_double", HIDDEN_WRONG), "ex_half", RIGHT["ex_half"]),
+        release,
+        answer(release, "ex_double", "def double(x):\n    return undefined_name * x\n"),
+        "{ not a notebook",
+    ]
+    return {f"s{n:02d}": kinds[n % len(kinds)] for n in range(size)}
+
+
+def write_class(folder: Path, students: dict, nbgrader_layout: bool = False) -> Path:
+    for student, nb in students.items():
+        target = folder / student / ("01_mini" if nbgrader_layout else "") / "01_mini.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(nb, str):
+            target.write_text(nb)
+        else:
+            nbformat.write(nb, target)
+    return folder
+
+
+def grade(repo_root: Path, submissions: Path, out: Path, workers: int, *extra):
+    done = subprocess.run(AUTOGRADER + ["grade", "01_mini", str(submissions), "--out", str(out),
+                                        "--workers", str(workers), "--repo", str(repo_root), *extra],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def rows(out: Path) -> list[dict]:
+    with open(out / "grades.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def graded_class(repo, tmp_path_factory):
+    root, chapter, release = repo
+    students = class_of(release, 20)
+    tmp = tmp_path_factory.mktemp("class")
+    folders = write_class(tmp / "folders", students)
+    nbgrader = write_class(tmp / "course" / "submitted", students, nbgrader_layout=True)
+    (nbgrader.parent / "dave-has-nothing").mkdir()  # not under submitted/: ignored
+    (folders / "empty").mkdir()  # a student folder without the notebook
+    four = grade(root, nbgrader.parent, tmp / "four", 4)
+    one = grade(root, folders, tmp / "one", 1)
+    return tmp, four, one
+
+
+def test_a_class_gets_the_same_grades_with_one_worker_and_with_four(graded_class):
+    tmp, four, one = graded_class
+    by_four = {r["student"]: r for r in rows(tmp / "four")}
+    by_one = {r["student"]: r for r in rows(tmp / "one")}
+    assert len(by_four) == 20 and set(by_one) == set(by_four) | {"empty"}
+    assert all(by_one[s] == by_four[s] for s in by_four)
+    expected = {0: 3, 1: 1, 2: 0, 3: 0, 4: 0}  # right, wrong double, blank, broken double, not JSON
+    assert {s: float(r["score"]) for s, r in by_four.items()} == {s: expected[int(s[1:]) % 5] for s in by_four}
+
+
+def test_the_command_writes_grades_results_and_feedback(graded_class):
+    tmp, four, _ = graded_class
+    out = tmp / "four"
+    header = list(csv.reader(open(out / "grades.csv")))[0]
+    assert header == ["student", "chapter", "score", "max_score", "ex_double", "ex_half", "ex_secret", "ex_gpu"]
+    result = json.loads((out / "results" / "s01.json").read_text())
+    assert result["score"] == 1 and {e["exercise"] for e in result["exercises"]} == {"ex_double", "ex_half",
+                                                                                   "ex_secret", "ex_gpu"}
+    assert all({"points", "max_points", "status", "message"} <= set(e) for e in result["exercises"])
+    broken = json.loads((out / "results" / "s04.json").read_text())
+    assert "not valid JSON" in broken["notes"][0]
+    assert all((out / "feedback" / f"s{n:02d}" / "01_mini.html").is_file() for n in range(20))
+    assert "[20/20]" in four and "graded in" in four and "per submission" in four and "MiB per worker" in four
+    summary = four.split("[20/20]")[1]
+    assert "student" in summary and "s19" in summary and ("3/5" in summary or "4/5" in summary)  # the table
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_a_student_folder_without_the_notebook_gets_a_note(graded_class):
+    tmp, _, _ = graded_class
+    empty = json.loads((tmp / "one" / "results" / "empty.json").read_text())
+    assert empty["score"] == 0 and "no 01_mini.ipynb" in empty["notes"][0]
+
+
+def test_feedback_of_a_failing_hidden_test_teaches_and_leaks_nothing(graded_class, repo):
+    tmp, _, _ = graded_class
+    _, chapter, _ = repo
+    page = (tmp / "four" / "feedback" / "s01" / "01_mini.html").read_text()
+    assert "double of a tensor of shape (1,): values differ from torch" in page  # the hidden test's message
+    hidden = chapter.notebook.read_text()
+    assert "torch.randn(n, dtype=torch.float64)" in hidden
+    for leak in ["torch.randn(n, dtype=torch.float64)", "BEGIN HIDDEN TESTS", "Traceback", "hidden-",
+                 "assert_close(double(torch.ones(2))"]:
+        assert leak not in page, leak
+
+
+def test_nbgrader_export_reads_the_gradebook(graded_class):
+    tmp, _, _ = graded_class
+    out = tmp / "four"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "exported.csv"], cwd=out,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(open(out / "exported.csv"))}
+    assert exported == {r["student"]: float(r["score"]) for r in rows(out)}
+
+
+def test_grading_a_student_again_replaces_their_grade(graded_class, repo, tmp_path):
+    tmp, _, _ = graded_class
+    root, _, release = repo
+    out = tmp_path / "out"
+    shutil.copytree(tmp / "one", out)  # the gradebook of the whole class, s01 with a wrong answer
+    again = write_class(tmp_path / "again", {"s01": answer(answer(release, "ex_double", RIGHT["ex_double"]),
+                                                           "ex_half", RIGHT["ex_half"])})
+    grade(root, again, out, 1)
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        assert len(gb.find_student("s01").submissions) == 1
+        assert gb.find_submission("01_mini", "s01").score == 3
+        assert gb.find_submission("01_mini", "s00").score == 3  # the others are still there
+        assert len(gb.students) == 21
+    assert [r["student"] for r in rows(out)] == ["s01"]  # grades.csv is this run's
+
+
+def test_a_zip_with_escaping_paths_and_links_is_unpacked_safely(repo, tmp_path):
+    root, _, release = repo
+    archive = tmp_path / "class.zip"
+    outside = tmp_path / "escaped.txt"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("class/amy/01_mini.ipynb", nbformat.writes(answer(release, "ex_half", RIGHT["ex_half"])))
+        zf.writestr("class/../escaped.txt", "written outside")
+        zf.writestr("/tmp/absolute-escape.txt", "written outside")
+        link = zipfile.ZipInfo("class/bo/01_mini.ipynb")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/etc/passwd")
+        zf.writestr("class/bo/readme.txt", "my notebook is the link above")
+    done = subprocess.run(AUTOGRADER + ["grade", "01_mini", str(archive), "--out", str(tmp_path / "out"),
+                                        "--workers", "1", "--repo", str(root)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not outside.exists() and not Path("/tmp/absolute-escape.txt").exists()
+    assert "refused 'class/../escaped.txt'" in done.stderr and "link or special file" in done.stderr
+    scores = {r["student"]: float(r["score"]) for r in rows(tmp_path / "out")}
+    assert scores == {"amy": 1.0, "bo": 0.0}
+    bo = json.loads((tmp_path / "out" / "results" / "bo.json").read_text())
+    assert "no 01_mini.ipynb" in bo["notes"][0]
+
+
+def test_unusable_submissions_exit_2_with_a_message(repo, tmp_path):
+    root, _, _ = repo
+    (tmp_path / "bad.zip").write_text("not a zip")
+    done = subprocess.run(AUTOGRADER + ["grade", "01_mini", str(tmp_path / "bad.zip"), "--out", str(tmp_path / "o"),
+                                        "--repo", str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "not a readable zip file" in done.stderr
+    assert not (tmp_path / "o" / "grades.csv").exists()

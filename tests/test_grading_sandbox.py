@@ -1,0 +1,452 @@
+"""The grader against hostile and broken submissions (issue 3, items 3, 4 and 6).
+
+Every case is a real submission graded by real nbgrader, in the real bubblewrap
+sandbox, on a small chapter written here, and each states the score it must
+get. Exercises:
+    ex_double  (2 points)  torch + course.compare, visible and hidden tests
+    ex_half    (1 point)   numpy only; comes after ex_double, so it shows that a
+                           disaster in ex_double's cell costs only ex_double
+    ex_secret  (1 point)   its answer exists only in the hidden tests (source/,
+                           the gradebook, a classmate's notebook): only a leak earns it
+    ex_gpu     (1 point)   a check that needs a GPU
+The cheats get a wrong `double` (x * 3) and try to pass anyway.
+"""
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from autograder.chapters import Chapter
+from autograder.grade import Grader
+from autograder.sandbox import Limits
+from autograder.source_format import dumps, notebook_from_text
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_sandbox")]
+SECRET = "hidden-" + secrets.token_hex(8)
+GPU = torch.cuda.is_available()
+
+CHAPTER_TEXT = '''# ---
+# jupyter:
+#   course:
+#     chapter: 01_mini
+#     title: a chapter for the grader's tests
+#     files: []
+# ---
+
+# %%
+import torch
+import numpy as np
+from course import compare
+
+# %% solution="ex_double"
+def double(x):
+    ### BEGIN SOLUTION
+    return x * 2
+    ### END SOLUTION
+
+
+# %% tests="ex_double" points=2
+compare.assert_matches(double(torch.arange(3.0)), torch.arange(3.0) * 2, "double(torch.arange(3.0))")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for n in range(1, 4):
+    x = torch.randn(n, dtype=torch.float64)
+    compare.assert_matches(double(x), x * 2, f"double of a tensor of shape ({n},)")
+torch.testing.assert_close(double(torch.ones(2)), torch.full((2,), 2.0))
+### END HIDDEN TESTS
+
+# %% solution="ex_half"
+def half(values):
+    ### BEGIN SOLUTION
+    return np.asarray(values) / 2
+    ### END SOLUTION
+
+
+# %% tests="ex_half" points=1
+### BEGIN HIDDEN TESTS
+assert np.allclose(half([2.0, 4.0, 7.0]), np.array([1.0, 2.0, 3.5])), "half([2, 4, 7]) should be [1, 2, 3.5]"
+### END HIDDEN TESTS
+
+# %% solution="ex_secret"
+def secret():
+    ### BEGIN SOLUTION
+    return "SECRET"
+    ### END SOLUTION
+
+
+# %% tests="ex_secret" points=1
+### BEGIN HIDDEN TESTS
+compare.assert_equal(secret(), "SECRET", "secret()")
+### END HIDDEN TESTS
+
+# %% solution="ex_gpu"
+def on_gpu(x):
+    ### BEGIN SOLUTION
+    return x.cuda()
+    ### END SOLUTION
+
+
+# %% tests="ex_gpu" points=1
+import unittest
+if not torch.cuda.is_available():
+    raise unittest.SkipTest("this check needs a CUDA GPU")
+assert on_gpu(torch.ones(2)).is_cuda, "on_gpu should return a tensor on the GPU"
+'''.replace("SECRET", SECRET)
+
+
+def make_chapter(root: Path, text: str = CHAPTER_TEXT, chapter_id: str = "01_mini") -> Chapter:
+    """A chapter in `root/source/<id>/`, built from its text form as `autograder build` does."""
+    folder = root / "source" / chapter_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{chapter_id}.py").write_text(text)
+    chapter = Chapter(chapter_id, folder)
+    chapter.notebook.write_text(dumps(notebook_from_text(chapter.text_form, chapter_id)))
+    return chapter
+
+
+def answer(nb, exercise: str, code: str):
+    """`nb` with the answer cell of `exercise` replaced by `code`."""
+    nb = nbformat.from_dict(nbformat.reads(nbformat.writes(nb), 4))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == exercise:
+            cell.source = code
+            return nb
+    raise KeyError(exercise)
+
+
+RIGHT = {"ex_double": "def double(x):\n    return x * 2\n", "ex_half": "def half(v):\n    return np.asarray(v) / 2\n"}
+WRONG_DOUBLE = "def double(x):\n    return x * 3\n"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    chapter = make_chapter(root)
+    grader = Grader(chapter, root / "grading", limits=Limits(cell_timeout_s=6, submission_timeout_s=60))
+    submissions = root / "submissions"
+    submissions.mkdir()
+    yield grader, submissions
+    grader.close()
+
+
+def grade(course, name: str, nb=None, *, cheat: str | None = None, double: str = WRONG_DOUBLE,
+          half: str | None = None, limits: dict | None = None):
+    """Grade a notebook built from the release: `double` and `half` as given, `cheat`
+    appended to double's answer cell. Returns {exercise: points}, the Result."""
+    grader, folder = course
+    if nb is None:
+        nb = answer(grader.release_nb, "ex_double", double + ("\n" + cheat if cheat else ""))
+        nb = answer(nb, "ex_half", half or RIGHT["ex_half"])
+    path = folder / name / "01_mini.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(nb, str):
+        path.write_text(nb)
+    else:
+        nbformat.write(nb, path)
+    saved = grader.sandbox.limits
+    if limits:
+        grader.sandbox.limits = Limits(**{**saved.__dict__, **limits})
+    try:
+        result = grader.grade(name, path)
+    finally:
+        grader.sandbox.limits = saved
+    return {v.exercise: v.points for v in result.verdicts}, result
+
+
+def status(result, exercise):
+    return next(v for v in result.verdicts if v.exercise == exercise)
+
+
+# ---------------------------------------------------------------- baselines
+
+def test_right_and_wrong_answers_get_their_scores(course):
+    points, result = grade(course, "honest", double=RIGHT["ex_double"])
+    assert points == {"ex_double": 2, "ex_half": 1, "ex_secret": 0, "ex_gpu": 1 if GPU else 0}, result.verdicts
+    points, result = grade(course, "wrong")
+    assert points["ex_double"] == 0 and points["ex_half"] == 1
+    assert status(result, "ex_double").status == "failed"
+    assert "double of a tensor" in status(result, "ex_double").message or "double(" in status(result, "ex_double").message
+
+
+def test_the_solution_gets_every_point(course):
+    grader, _ = course
+    result = grader.grade("teacher", grader.chapter.notebook)
+    assert {v.exercise: v.points for v in result.verdicts} == {"ex_double": 2, "ex_half": 1, "ex_secret": 1,
+                                                               "ex_gpu": 1 if GPU else 0}
+
+
+# ---------------------------------------------------------------- item 6: GPUs
+
+def test_a_gpu_check_without_a_gpu_is_not_run_and_earns_nothing(course):
+    points, result = grade(course, "gpu", double=RIGHT["ex_double"])
+    verdict = status(result, "ex_gpu")
+    if GPU:
+        assert verdict.status == "passed" and points["ex_gpu"] == 1
+    else:
+        assert verdict.status == "not run" and points["ex_gpu"] == 0
+        assert "GPU" in verdict.message
+
+
+# ---------------------------------------------------------------- item 3: robustness
+
+@pytest.mark.parametrize("kill", ["import os\nos._exit(1)", "import faulthandler\nfaulthandler._sigsegv()"],
+                         ids=["os._exit", "segfault"])
+def test_a_dying_kernel_costs_only_its_exercise(course, kill):
+    """The cell that killed the kernel is lost (so `double` is undefined); the rest is graded."""
+    points, result = grade(course, "dies", double=RIGHT["ex_double"], cheat=kill)
+    assert points["ex_double"] == 0 and points["ex_half"] == 1, (points, result.notes)
+    assert any("died" in n or "exited" in n for n in result.notes), result.notes
+    assert any("restarted" in n for n in result.notes), result.notes
+    assert "kernel" in status(result, "ex_double").message or "NameError" in status(result, "ex_double").message
+
+
+def test_sys_exit_in_a_cell_does_not_end_the_grading(course):
+    """As in Jupyter, SystemExit ends the cell, not the notebook: what the cell defined still counts."""
+    points, result = grade(course, "exits", double=RIGHT["ex_double"], cheat="import sys\nsys.exit(0)")
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, (points, result.notes)
+
+
+def test_an_endless_loop_hits_the_cell_time_limit(course):
+    points, result = grade(course, "loops", double=RIGHT["ex_double"], cheat="while True:\n    pass",
+                           limits={"cell_timeout_s": 3})
+    assert points["ex_double"] == 0 and points["ex_half"] == 1, points
+    assert any("time limit" in n for n in result.notes), result.notes
+
+
+def test_a_slow_notebook_hits_the_submission_time_limit(course):
+    points, result = grade(course, "slow", double=RIGHT["ex_double"],
+                           half="import time\ntime.sleep(5)\n" + RIGHT["ex_half"],
+                           limits={"cell_timeout_s": 20, "submission_timeout_s": 4})
+    assert points["ex_double"] == 2 and points["ex_half"] == 0, points
+    assert any("time limit of 4 s" in n for n in result.notes), result.notes
+    assert "time limit" in status(result, "ex_half").message
+
+
+def test_a_memory_bomb_hits_the_memory_limit(course):
+    """The allocation fails inside the cell (MemoryError), the kernel lives on: what the cell
+    defined before the bomb counts, and so does everything after it."""
+    bomb = "hog = []\nwhile True:\n    hog.append(bytearray(50 * 1024 ** 2))"
+    points, result = grade(course, "memory", double=RIGHT["ex_double"], cheat=bomb,
+                           limits={"memory_bytes": 2 * 1024 ** 3})
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, points
+    assert any("out of memory" in n for n in result.notes), result.notes
+
+
+def test_a_fork_bomb_hits_the_process_limit(course):
+    """Children that stay alive: the 33rd fork fails, the cell ends, the children are killed."""
+    bomb = ("import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(120)\n"
+            "        os._exit(0)")
+    points, result = grade(course, "forks", double=RIGHT["ex_double"], cheat=bomb, limits={"processes": 32})
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, (points, result.notes)
+    assert any("process limit" in n for n in result.notes), result.notes
+
+
+def test_a_classic_fork_bomb_is_contained(course):
+    """Every child forks too and dies at the limit, so slots free up and the cell never ends by
+    itself: the process limit keeps the machine usable and the cell time limit ends it."""
+    points, result = grade(course, "forks2", double=RIGHT["ex_double"], cheat="import os\nwhile True:\n    os.fork()",
+                           limits={"processes": 32, "cell_timeout_s": 3})
+    assert points["ex_double"] == 0 and points["ex_half"] == 1, (points, result.notes)
+    assert any("time limit" in n for n in result.notes), result.notes
+
+
+def test_gigabytes_of_output_are_cut(course):
+    flood = "for _ in range(2000):\n    print('x' * 1_000_000)"
+    points, result = grade(course, "floods", double=RIGHT["ex_double"] + flood)
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, points
+    assert any("output was cut" in n for n in result.notes), result.notes
+    assert len(result.autograded) < 2_000_000
+
+
+def test_a_pasted_copy_of_a_graded_cell_is_graded_once(course):
+    grader, _ = course
+    nb = answer(grader.release_nb, "ex_double", RIGHT["ex_double"])
+    nb = answer(nb, "ex_half", RIGHT["ex_half"])
+    cells = nb.cells
+    at = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "ex_double")
+    wrong_copy = nbformat.from_dict(dict(cells[at], source=WRONG_DOUBLE, id="pasted-1"))
+    test_copy = nbformat.from_dict(dict(cells[at + 1], id="pasted-2"))
+    cells[at:at] = [wrong_copy]  # an earlier, wrong copy: the last copy is the answer
+    cells.append(test_copy)  # a copy of the test cell at the end
+    points, result = grade(course, "pasted", nb)
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, (points, result.notes)
+    assert any("more than once" in n for n in result.notes) and any("pasted copy" in n for n in result.notes)
+
+
+def test_a_deleted_test_cell_is_restored(course):
+    grader, _ = course
+    nb = answer(grader.release_nb, "ex_double", WRONG_DOUBLE)
+    nb = answer(nb, "ex_half", RIGHT["ex_half"])
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "ex_double_tests"]
+    points, result = grade(course, "deleted", nb)
+    assert points["ex_double"] == 0 and points["ex_half"] == 1, points
+    assert any("ex_double_tests was deleted" in n for n in result.notes), result.notes
+
+
+def test_an_edited_test_cell_is_graded_as_released(course):
+    grader, _ = course
+    nb = answer(grader.release_nb, "ex_double", WRONG_DOUBLE)
+    nb = answer(nb, "ex_half", RIGHT["ex_half"])
+    nb = answer(nb, "ex_double_tests", "print('visible tests passed')")
+    points, result = grade(course, "edited", nb)
+    assert points["ex_double"] == 0, points
+    assert any("ex_double_tests was edited" in n for n in result.notes), result.notes
+
+
+def test_a_deleted_answer_cell_is_not_attempted(course):
+    grader, _ = course
+    nb = answer(grader.release_nb, "ex_half", RIGHT["ex_half"])
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "ex_double"]
+    points, result = grade(course, "no-answer", nb)
+    assert points["ex_double"] == 0 and points["ex_half"] == 1
+    assert status(result, "ex_double").status == "not attempted"
+
+
+def test_a_notebook_that_is_not_json_gets_zero_and_a_note(course):
+    points, result = grade(course, "garbage", "{ this is not json")
+    assert sum(points.values()) == 0 and "not valid JSON" in result.notes[0]
+
+
+def test_a_notebook_of_another_chapter_gets_zero_and_a_note(course, repo):
+    grader, folder = course
+    path = folder / "other" / "01_mini.ipynb"
+    path.parent.mkdir()
+    shutil.copy(repo / "release" / "00_tour" / "00_tour.ipynb", path)
+    result = grader.grade("other", path)
+    assert result.score == 0 and "chapter 00_tour" in result.notes[0], result.notes
+
+
+def test_no_notebook_gets_zero_and_a_note(course):
+    grader, _ = course
+    result = grader.grade("absent", None, problem="no 01_mini.ipynb in the student's folder")
+    assert result.score == 0 and "no 01_mini.ipynb" in result.notes[0]
+    assert all(v.points == 0 for v in result.verdicts)
+
+
+# ---------------------------------------------------------------- item 4: the sandbox
+
+def test_student_code_cannot_read_the_instructors_files_or_other_students(course):
+    grader, folder = course
+    teacher_copy = folder / "classmate" / "01_mini.ipynb"
+    teacher_copy.parent.mkdir(exist_ok=True)
+    shutil.copy(grader.chapter.notebook, teacher_copy)  # a classmate who has the answer
+    paths = [grader.chapter.notebook, grader.chapter.text_form, grader.root / "gradebook.db",
+             grader.root / "source" / "01_mini" / "01_mini.ipynb", teacher_copy]
+    assert all(p.exists() for p in paths)
+    steal = ("def secret():\n    import re\n    for path in %r:\n        try:\n"
+             "            found = re.search(r'hidden-[0-9a-f]{16}', open(path, errors='replace').read())\n"
+             "        except OSError:\n            continue\n        if found:\n            return found.group()\n"
+             "    return 'nothing'\n") % [str(p) for p in paths]
+    nb = answer(answer(grader.release_nb, "ex_double", RIGHT["ex_double"]), "ex_secret", steal)
+    nb = answer(nb, "ex_half", RIGHT["ex_half"])
+    points, result = grade(course, "thief", nb)
+    assert points["ex_secret"] == 0 and points["ex_double"] == 2, (points, result.verdicts)
+    assert "nothing" in status(result, "ex_secret").message
+
+
+def test_student_code_cannot_reach_the_network(course):
+    grader, _ = course
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def serve():
+        try:
+            conn, _ = server.accept()
+            conn.sendall(SECRET.encode())
+            conn.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    ask = ("def secret():\n    import socket\n    try:\n"
+           f"        return socket.create_connection(('127.0.0.1', {port}), timeout=2).recv(100).decode()\n"
+           "    except OSError as e:\n        return 'offline: ' + type(e).__name__\n")
+    nb = answer(answer(grader.release_nb, "ex_double", RIGHT["ex_double"]), "ex_secret", ask)
+    nb = answer(nb, "ex_half", RIGHT["ex_half"])
+    points, result = grade(course, "networker", nb)
+    server.close()
+    assert points["ex_secret"] == 0, points
+    assert "offline" in status(result, "ex_secret").message
+
+
+CHEATS = {
+    "patch compare": "compare.assert_matches = lambda *a, **k: None\ncompare.assert_equal = lambda *a, **k: None",
+    "patch torch.testing": "import torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n"
+                           "import course.compare\ncourse.compare.assert_matches = lambda *a, **k: None",
+    "patch numpy": "np.allclose = lambda *a, **k: True\nimport numpy\nnumpy.asarray = lambda v, *a, **k: v",
+    "swap __code__": "compare.assert_matches.__code__ = (lambda *a, **k: None).__code__\n"
+                     "torch.testing.assert_close.__code__ = (lambda *a, **k: None).__code__",
+    "rebind the helpers": "class Quiet:\n    def __getattr__(self, name):\n        return lambda *a, **k: None\n"
+                          "compare = Quiet()",
+    "patch while the test runs": "def double(x, _real=compare.assert_matches):\n"
+                                 "    import course.compare as c, torch.testing as t\n"
+                                 "    c.assert_matches = t.assert_close = lambda *a, **k: None\n    return x * 3",
+    "patch builtins": "import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\n"
+                      "builtins.isinstance = lambda *a: True",
+    "IPython hooks": "ip = get_ipython()\nip.events.register('pre_run_cell', lambda *a: None)\n"
+                     "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+                     "ip.ast_transformers.append(__import__('ast').NodeTransformer())",
+    "custom exception handler": "import sys\nget_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n"
+                                "sys.excepthook = lambda *a: None",
+    "exit early": "import sys, atexit\natexit.register(lambda: None)\nsys.exit(0)",
+    "exit during the test": "def double(x):\n    import os\n    os._exit(0)",
+    "trace function": "import sys\ndef skip(frame, event, arg):\n    return None\nsys.settrace(skip)",
+    "read the grader's frames": "import sys\nframe = sys._getframe(1)\nframe.f_locals['status'] = 'ok'",
+    "forge the channel": "import os, stat, json\nfor fd in range(3, 64):\n    try:\n"
+                         "        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+                         "            os.write(fd, b'{\"index\": 99, \"status\": \"ok\", \"nonce\": \"guess\"}\\n')\n"
+                         "    except OSError:\n        pass",
+    "forge the channel from a child": "def double(x):\n    import os, stat, time\n"
+                                      "    socks = [fd for fd in range(3, 64) if _is_sock(fd)]\n"
+                                      "    if os.fork() == 0:\n"
+                                      "        for fd in socks:\n"
+                                      "            try:\n"
+                                      "                os.write(os.dup(fd), b'{\"status\": \"ok\"}\\n')\n"
+                                      "            except OSError:\n                pass\n"
+                                      "        os._exit(0)\n    time.sleep(0.5)\n    return x * 3\n"
+                                      "def _is_sock(fd):\n    import os, stat\n    try:\n"
+                                      "        return stat.S_ISSOCK(os.fstat(fd).st_mode)\n"
+                                      "    except OSError:\n        return False",
+    "edit a tolerance table": "import torch.testing._comparison as c\n"
+                              "c._DTYPE_PRECISIONS.update({k: (1e9, 1e9) for k in list(c._DTYPE_PRECISIONS)})\n"
+                              "compare.assert_matches = lambda *a, **k: None",
+}
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS), ids=list(CHEATS))
+def test_tampering_does_not_raise_a_score(course, cheat):
+    """A wrong `double` with a cheat gets what a wrong `double` gets: 0 of 2."""
+    points, result = grade(course, "cheat-" + cheat.replace(" ", "-").replace("'", ""), cheat=CHEATS[cheat])
+    assert points["ex_double"] == 0, (cheat, result.verdicts, result.notes)
+    assert points["ex_half"] == 1, (cheat, points, result.notes)  # later exercises are graded as usual
+
+
+def test_the_same_tampering_fools_plain_nbgrader(course, tmp_path):
+    """Why the sandbox is needed: nbgrader's own autograde gives the cheat full marks."""
+    from autograder import nbgrader_env
+    from autograder.grade import prepare_course
+    grader, _ = course
+    prepare_course(grader.chapter, tmp_path)
+    api = nbgrader_env.api(tmp_path)
+    with nbgrader_env.quiet():
+        nbgrader_env.check(api.generate_assignment("01_mini"), "generate_assignment")
+    nb = answer(grader.release_nb, "ex_double", WRONG_DOUBLE + "\n" + CHEATS["patch compare"]
+                + "\ntorch.testing.assert_close = lambda *a, **k: None")
+    (tmp_path / "submitted" / "cheater" / "01_mini").mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "submitted" / "cheater" / "01_mini" / "01_mini.ipynb")
+    with nbgrader_env.quiet():
+        nbgrader_env.check(api.autograde("01_mini", "cheater"), "autograde")
+    from nbgrader.api import Gradebook
+    with Gradebook(api.coursedir.db_url) as gb:
+        assert gb.find_grade("ex_double_tests", "01_mini", "01_mini", "cheater").score == 2
+    points, _ = grade(course, "cheater", nb)
+    assert points["ex_double"] == 0
