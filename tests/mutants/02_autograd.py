@@ -1,0 +1,174 @@
+"""Typical wrong answers to chapter 02, one dict per exercise: {what is wrong: the cell's code}.
+
+tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
+notebook (hidden tests included) up to that exercise's tests and expects them to fail.
+
+Each wrong answer is the solution cell with one mistake put in (`_wrong`), so that the given parts
+of the cell (class skeletons, forwards, decorators) stay as the student sees them. A replacement that
+no longer matches the solution fails loudly, here, rather than making a mutant that is not wrong.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_SOURCE = Path(__file__).resolve().parents[2] / "source" / "02_autograd" / "02_autograd.py"
+
+
+def _solution(exercise: str) -> str:
+    """The code of the exercise's solution cell, solution markers removed."""
+    text = _SOURCE.read_text()
+    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
+    body = text[header.end():]
+    body = body[:re.search(r"^# %%", body, re.M).start()]
+    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
+                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+
+
+def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
+    code = _solution(exercise)
+    for old, new in replacements:
+        if old not in code:
+            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
+        code = code.replace(old, new)
+    return code
+
+
+MUTANTS = {
+    "ex_grad_mode": {
+        "__exit__ switches grad mode on instead of restoring the mode it found":
+            _wrong("ex_grad_mode", ("set_grad_enabled(self.previous)", "set_grad_enabled(True)")),
+        "the decorator shares one context object, so a recursive call forgets the outer mode":
+            _wrong("ex_grad_mode", ("with type(self)():", "with self:")),
+        "the decorator switches the mode once, when it decorates, not while the function runs":
+            _wrong("ex_grad_mode", ("""        @functools.wraps(func)
+        def run_in_mode(*args, **kwargs):
+            with type(self)():
+                return func(*args, **kwargs)
+        return run_in_mode""", """        set_grad_enabled(self.mode)
+        return func""")),
+    },
+    "ex_leaves": {
+        "AccumulateGrad overwrites .grad instead of adding to it":
+            _wrong("ex_leaves", ("variable.grad += grad", "variable.grad = grad.clone()")),
+        "AccumulateGrad keeps the gradient it was given (it shares memory with the caller's)":
+            _wrong("ex_leaves", ("variable.grad = grad.clone()", "variable.grad = grad")),
+        "a new AccumulateGrad node on every call, so x * x accumulates twice instead of summing first":
+            _wrong("ex_leaves", ("node = t._grad_accumulator() if t._grad_accumulator is not None else None",
+                                 "node = None")),
+        "the leaf holds its AccumulateGrad node with a plain reference (a cycle)":
+            _wrong("ex_leaves", ("node = t._grad_accumulator() if t._grad_accumulator is not None else None",
+                                 "node = t._grad_accumulator"),
+                   ("t._grad_accumulator = weakref.ref(node)", "t._grad_accumulator = node")),
+        "detach() returns the tensor itself":
+            _wrong("ex_leaves", ("return Tensor(self._storage, self._shape, self._stride, self._offset)",
+                                 "return self")),
+    },
+    "ex_function": {
+        "apply records a node even with grad mode off":
+            _wrong("ex_function", ("if GradMode.enabled and any(ctx.needs_input_grad):",
+                                   "if any(ctx.needs_input_grad):")),
+        "apply runs forward with grad mode on":
+            _wrong("ex_function", ("""        with no_grad():
+            out = cls.forward(ctx, *args)""", """        out = cls.forward(ctx, *args)""")),
+        "next_functions follows grad_fn only, so leaves get (None, 0)":
+            _wrong("ex_function", ("gradient_edge(a) if isinstance(a, Tensor) else (None, 0)",
+                                   "(a.grad_fn, 0) if isinstance(a, Tensor) else (None, 0)")),
+        "saved_tensors still answers after release_variables()":
+            _wrong("ex_function", ("""        if self._released:
+            raise RuntimeError(FREED)
+""", "")),
+    },
+    "ex_engine": {
+        "a recursive walk, which runs a shared node once per path (and dies on deep graphs)":
+            _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
+
+        def walk(node, grad):
+            with no_grad():
+                grads = node(grad)
+            for (next_node, _), g in zip(node.next_functions, grads):
+                if next_node is not None and g is not None:
+                    walk(next_node, cast(g, next_node.metadata[1]))
+
+        walk(root, cast(gradient, root.metadata[1]))
+        return""")),
+        "a shared node keeps the last gradient that arrived instead of the sum":
+            _wrong("ex_engine", ("buffers[next_node] = buffers[next_node] + g if next_node in buffers else g",
+                                 "buffers[next_node] = g")),
+        "gradients are summed in place, into a tensor that may be on its way elsewhere too":
+            _wrong("ex_engine", ("buffers[next_node] = buffers[next_node] + g if next_node in buffers else g",
+                                 """if next_node in buffers:
+                            buffers[next_node] += g
+                        else:
+                            buffers[next_node] = g""")),
+        "a node runs as soon as it appears, without waiting for all its gradients (no dependency count)":
+            _wrong("ex_engine", ("""                    dependencies[next_node] -= 1
+                    if dependencies[next_node] == 0:
+                        ready.append(next_node)""", """                    if next_node not in ready:
+                        ready.insert(0, next_node)""")),
+        "saved tensors are never freed":
+            _wrong("ex_engine", ("""                if not retain_graph:
+                    node.release_variables()
+""", "")),
+    },
+    "ex_unary": {
+        "tanh's derivative taken as 1 - out instead of 1 - out²":
+            _wrong("ex_unary", ("return grad * (1 - out * out)", "return grad * (1 - out)")),
+        "relu lets the gradient through where the output is 0":
+            _wrong("ex_unary", ("return where(out > 0, grad, 0.0)", "return where(out >= 0, grad, 0.0)")),
+    },
+    "ex_binary": {
+        "a broadcast gradient is not reduced to its operand's shape":
+            _wrong("ex_binary", ("""    if dims:
+        grad = grad.sum(dims, keepdim=True)
+    return grad.reshape(shape) if lead else grad""", """    return grad""")),
+        "only the dims added on the left are summed, not the dims of size 1":
+            _wrong("ex_binary", ("""    dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
+                                      if size == 1 and grad.shape[lead + i] != 1)""",
+                                 """    dims = tuple(range(lead))""")),
+        "div's gradient for b without its minus sign":
+            _wrong("ex_binary", ("sum_to_shape(-grad * a / (b * b), shape_of(b))", "sum_to_shape(grad * a / (b * b), shape_of(b))")),
+        "maximum gives the whole gradient to both sides of a tie":
+            _wrong("ex_binary", ("half = grad / 2", "half = grad")),
+    },
+    "ex_reductions": {
+        "sum's gradient is expanded without putting the reduced dims back":
+            _wrong("ex_reductions", ("return grad.reshape(kept_shape(ctx.shape, ctx.dim)).expand(ctx.shape), None, None",
+                                     "return grad.expand(ctx.shape), None, None")),
+        "max() gives the whole gradient to every element that ties for the maximum":
+            _wrong("ex_reductions", ("return where(mask, grad / mask.sum(), 0.0)", "return where(mask, grad, 0.0)")),
+        "max(dim) sends the gradient to position 0 instead of the argmax":
+            _wrong("ex_reductions", ("mask = positions == indices.reshape(kept)", "mask = positions == 0")),
+    },
+    "ex_matmul": {
+        "grad_a = grad @ b, without the transpose":
+            _wrong("ex_matmul", ("grad_a = sum_to_shape(grad @ b2.mT, a2.shape)", "grad_a = sum_to_shape(grad @ b2, a2.shape)")),
+        "broadcast batch dims are not summed back":
+            _wrong("ex_matmul", ("grad_b = sum_to_shape(a2.mT @ grad, b2.shape)", "grad_b = a2.mT @ grad")),
+    },
+    "ex_views": {
+        "transpose's backward reshapes the gradient instead of transposing it back":
+            _wrong("ex_views", ("return grad.transpose(*ctx.dims), None, None",
+                                "return grad.reshape(grad.shape[::-1] if len(grad.shape) == 2 else grad.shape), None, None")),
+        "permute's backward applies the same permutation instead of its inverse":
+            _wrong("ex_views", ("inverse[wrap_dim(d, n)] = i", "inverse[i] = wrap_dim(d, n)")),
+        "indexing's backward writes the gradient into the first elements, ignoring the view's strides":
+            _wrong("ex_views", ("""        out = zeros(*ctx.shape, dtype=grad.dtype)
+        out[ctx.key] = grad
+        return out, None""", """        out = zeros(*ctx.shape, dtype=grad.dtype)
+        flat = out.reshape(-1)
+        flat[:grad.numel()] = grad.reshape(-1)
+        return out, None""")),
+    },
+    "ex_gradcheck": {
+        "a one-sided difference instead of a central one":
+            _wrong("ex_gradcheck", ("grad[index] = (plus - minus) / (2 * eps)", "grad[index] = (plus - base) / eps"),
+                   ("            values, grad = x.numpy(), np.zeros(x.shape)\n",
+                    "            values, grad = x.numpy(), np.zeros(x.shape)\n            base = loss()\n")),
+        "the perturbed element is not put back":
+            _wrong("ex_gradcheck", ("                values[index] = original\n", "")),
+        "gradcheck runs on the caller's tensors and leaves a .grad on them":
+            _wrong("ex_gradcheck", ("leaves = [x.detach().requires_grad_(x.requires_grad) if isinstance(x, Tensor) else x "
+                                    "for x in inputs]", "leaves = list(inputs)")),
+    },
+}
