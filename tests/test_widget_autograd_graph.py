@@ -1,36 +1,18 @@
 """The autograd graph viewer, on the course's reference picotorch and on torch, checked against torch."""
 from __future__ import annotations
 
-import sys
 
 import ipywidgets as widgets
 import pytest
 import torch
 
-from autograder.chapters import discover
-from autograder.reference import package_files
-from conftest import REPO
 from course.widgets import autograd_graph
 from course.widgets.autograd_graph import EXAMPLES, LEAVES, AutogradGraphViewer, ExpressionError, explore, parse_program
 
 
 @pytest.fixture(scope="module")
-def pico(tmp_path_factory):
-    """The reference picotorch (every chapter so far), generated from source/ into a temporary folder."""
-    root = tmp_path_factory.mktemp("reference")
-    for rel, text in package_files(discover(REPO / "source")).items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    saved = {k: v for k, v in sys.modules.items() if k == "picotorch" or k.startswith("picotorch.")}
-    for k in saved:
-        del sys.modules[k]
-    sys.path.insert(0, str(root))
-    import picotorch
-    yield picotorch
-    sys.path.remove(str(root))
-    for k in [k for k in sys.modules if k == "picotorch" or k.startswith("picotorch.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
+def pico(reference_picotorch):
+    return reference_picotorch
 
 
 def viewer(pico, expression, **kw):
