@@ -20,28 +20,12 @@ from course.cuda import (
 )
 from course.cuda.emulator import build as emu_build
 from course.cuda.status import emulator_available
+from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an autouse fixture)
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cuda_cache(tmp_path_factory):
-    if os.environ.get("COURSE_CUDA_CACHE"):
-        yield
-        return
-    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
-    yield
-    os.environ.pop("COURSE_CUDA_CACHE", None)
-
-
-def line_of(source: str, needle: str) -> int:
-    """The 1-based line of `source` that contains `needle` (the student's numbering)."""
-    hits = [i for i, text in enumerate(source.splitlines(), start=1) if needle in text]
-    assert len(hits) == 1, f"{needle!r} is on lines {hits}"
-    return hits[0]
 
 
 ADD = r"""

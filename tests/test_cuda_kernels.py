@@ -10,7 +10,6 @@ with float64 torch using the textbook error bound of recursive summation,
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from course.cuda import Kernel, Module, Where
 from course.cuda.status import emulator_available, gpu_available
+from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(
@@ -26,18 +26,6 @@ DEVICES = [
     pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
         not gpu_available(), reason="no CUDA GPU with cupy here: not run (not counted as passed)")]),
 ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cuda_cache(tmp_path_factory):
-    """A fresh build cache for the session, unless one is given: every run
-    builds from scratch, as CI does."""
-    if os.environ.get("COURSE_CUDA_CACHE"):
-        yield
-        return
-    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
-    yield
-    os.environ.pop("COURSE_CUDA_CACHE", None)
 
 
 @pytest.fixture(params=DEVICES)

@@ -5,7 +5,6 @@ student's own line; and correct kernels that pass both, with their results
 written back into the tensors."""
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -13,25 +12,10 @@ import torch
 
 from course.cuda import DataRaceError, Kernel, OutOfBoundsError, checking
 from course.cuda.status import emulator_available
+from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an autouse fixture)
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cuda_cache(tmp_path_factory):
-    if os.environ.get("COURSE_CUDA_CACHE"):
-        yield
-        return
-    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
-    yield
-    os.environ.pop("COURSE_CUDA_CACHE", None)
-
-
-def line_of(source: str, needle: str) -> int:
-    hits = [i for i, text in enumerate(source.splitlines(), start=1) if needle in text]
-    assert len(hits) == 1, f"{needle!r} is on lines {hits}"
-    return hits[0]
 
 
 OFF_BY_ONE = r"""

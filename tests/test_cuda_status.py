@@ -13,6 +13,7 @@ import torch
 
 from course.cuda import Kernel, Where, run_check, tally, where_for
 from course.cuda import status
+from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,16 +23,6 @@ extern "C" __global__ void fill(float* out, float v, int n) {
     if (i < n) out[i] = v;
 }
 """
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cuda_cache(tmp_path_factory):
-    if os.environ.get("COURSE_CUDA_CACHE"):
-        yield
-        return
-    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
-    yield
-    os.environ.pop("COURSE_CUDA_CACHE", None)
 
 
 def fill_check(device):

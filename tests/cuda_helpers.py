@@ -1,0 +1,24 @@
+"""What the CUDA tests share: a private kernel cache, and line numbers as the student counts them."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cuda_cache(tmp_path_factory):
+    """Compiled kernels go to this run's temp folder, unless COURSE_CUDA_CACHE already says where."""
+    if os.environ.get("COURSE_CUDA_CACHE"):
+        yield
+        return
+    os.environ["COURSE_CUDA_CACHE"] = str(tmp_path_factory.getbasetemp() / "cuda-cache")
+    yield
+    os.environ.pop("COURSE_CUDA_CACHE", None)
+
+
+def line_of(source: str, needle: str) -> int:
+    """The 1-based line of `source` that contains `needle` (the student's numbering)."""
+    hits = [i for i, text in enumerate(source.splitlines(), start=1) if needle in text]
+    assert len(hits) == 1, f"{needle!r} is on lines {hits}"
+    return hits[0]
