@@ -976,6 +976,11 @@ pair.new_module(0, "head")
 pair.share(3, "b", 0, "w")         # one parameter in two places
 pair.share_module(0, "net", 2)     # one module in two places
 expect_walks(pair)
+pair = ModelPair()
+pair.new_module(0, "fc")
+pair.share_module(0, "head", 1)    # one child under two names
+pair.parameter(1, "w", (2,))
+expect_walks(pair)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 for _ in range(30):
@@ -1861,15 +1866,16 @@ def run_both(mine, theirs, x, what, grad=True, x_requires_grad=True):
     return out, out_theirs
 
 
-def build_both(make):
+def build_both(make, what="the model"):
     """make(nn) in both worlds, with torch's weights loaded into yours."""
     theirs, mine = make(torch.nn), make(OUR_NN)
+    expect_same_model(mine, theirs, what, check_values=False)
     mine.load_state_dict(theirs.state_dict())
     return mine, theirs
 
 
 def expect_layer(make, x, what, grad=True, modes=("train",)):
-    mine, theirs = build_both(make)
+    mine, theirs = build_both(make, what)
     expect_same_model(mine, theirs, what)
     for mode in modes:
         getattr(mine, mode)()
@@ -1892,13 +1898,13 @@ def expect_init(make, what, seed):
     torch.manual_seed(seed)
     mine = make(OUR_NN)
     after_mine = torch.rand(()).item()  # the next number after yours: you drew exactly what torch draws, no more
+    expect_same_model(mine, theirs, f"{what} after torch.manual_seed({seed}) (torch's initialisation, exactly)")
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         make(torch.nn)
     compare.assert_equal(after_mine, torch.rand(()).item(),
                          f"the next random number after {what}: draw exactly what torch draws, no more")
-    expect_same_model(mine, theirs, f"{what} after torch.manual_seed({seed}) (torch's initialisation, exactly)")
 
 
 expect_layer(linear(3, 2), torch.randn(4, 3), "Linear(3, 2)")
@@ -2575,7 +2581,7 @@ def randomise_affine(mine, theirs):
 def expect_norm_steps(make, shapes, what, dtype=torch.float64, modes=None):
     """Several forward/backward steps in train and eval mode; the buffers after each. (Gradients in float64
     only: through a normalisation, float32 rounding differs between any two correct implementations.)"""
-    mine, theirs = build_both(make)
+    mine, theirs = build_both(make, what)
     mine.to(dtype)
     theirs.to(dtype)
     randomise_affine(mine, theirs)
