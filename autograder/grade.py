@@ -21,7 +21,7 @@ import ast
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import nbformat
@@ -114,6 +114,11 @@ def _transform_magics(source: str) -> str:
         return source
 
 
+# Processes and threads of a kernel for a chapter with native code (`course: native_code: true`): the
+# CUDA emulator runs a block of up to 1024 CUDA threads as that many OS threads, besides the kernel's own.
+NATIVE_CODE_PROCESSES = 1024 + 64
+
+
 class Grader:
     """A course folder for one chapter, set up once, then any number of submissions."""
 
@@ -135,7 +140,10 @@ class Grader:
                    and not c.metadata.get("nbgrader", {}).get("solution")]
         code = [c.source for c in self.source_nb.cells if c.cell_type == "code"]
         self.allow_native = bool(self.source_nb.metadata.get("course", {}).get("native_code"))
-        self.sandbox = Sandbox(preload=_imports(trusted), limits=limits or Limits(), allow_native=self.allow_native,
+        limits = limits or Limits()
+        if self.allow_native:  # the CUDA emulator runs one OS thread per CUDA thread, up to 1024 per block
+            limits = replace(limits, processes=max(limits.processes, NATIVE_CODE_PROCESSES))
+        self.sandbox = Sandbox(preload=_imports(trusted), limits=limits, allow_native=self.allow_native,
                                warmup=code, warmup_files=self.support)
         self._run: dict | None = None
 

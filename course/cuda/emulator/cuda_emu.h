@@ -95,7 +95,7 @@ void emu_warp_exchange(unsigned mask, unsigned long long value, const char* what
 unsigned emu_activemask(void);
 int emu_lane_id(void);
 void emu_warn_undefined_lane(const char* what, int line, int src_lane);
-void emu_register_shared(const void* module, void* address, unsigned long long bytes);
+void emu_register_shared(const void* module, void* address, unsigned long long bytes, const char* name);
 // The "bounds" check's shared variables: heap blocks, which AddressSanitizer guards.
 void* emu_shared_alloc(unsigned long long bytes, const char* name);
 void emu_threadfence(void);
@@ -124,7 +124,9 @@ namespace emu {
 // namespace-scope one).  Compiled out under the sanitizers, which find shared
 // memory by themselves and whose reports a guard variable would blur.
 struct SharedRegistration {
-  SharedRegistration(void* p, unsigned long long n) { emu_register_shared(&__dso_handle, p, n); }
+  SharedRegistration(void* p, unsigned long long n, const char* name) {
+    emu_register_shared(&__dso_handle, p, n, name);
+  }
 };
 }  // namespace emu
 namespace emu {
@@ -136,7 +138,7 @@ inline T* shared_heap(const char* name) {
 #ifdef EMU_SANITIZE
 #define EMU_SHARED(v)
 #else
-#define EMU_SHARED(v) static ::emu::SharedRegistration emu_shared_registration_##v(&(v), sizeof(v));
+#define EMU_SHARED(v) static ::emu::SharedRegistration emu_shared_registration_##v(&(v), sizeof(v), #v);
 #endif
 
 // ---------------------------------------------------------------- barriers

@@ -15,10 +15,16 @@
 //   deadlocks         found when every live thread of the block waits and
 //                     nothing has moved for a few ticks; the launch then fails
 //                     with where each thread waits.
-//   memory counters   the kernel is compiled with GCC's address-sanitizer
-//                     instrumentation in "kernel" mode, which calls the
-//                     __asan_loadN/__asan_storeN functions below for every
-//                     load and store; they are classified by address into
+//   shared races      every ordinary launch also watches shared memory: two
+//                     threads of a block touching the same bytes, one of them
+//                     writing, with no __syncthreads() between them (nor a
+//                     warp-wide sync, for two lanes of one warp) is reported
+//                     as a data race.  It follows the barriers, not the timing,
+//                     so it is found however the threads happen to run.
+//   memory counters   the kernel is compiled with GCC's thread-sanitizer
+//                     instrumentation (and linked without its library), which
+//                     calls the __tsan_readN/__tsan_writeN functions below for
+//                     every load and store; they are classified by address into
 //                     the launch's tensors (global memory) and the block's
 //                     shared memory, and anything else (locals, builtins) is
 //                     not counted.
@@ -32,6 +38,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -97,6 +104,7 @@ struct Launch {
   const void* module = nullptr;
   int threads = 0;  // per block
   bool counting = false;
+  unsigned block_serial = 0;  // the current block's, for the race check
 
   // The current block.  `m` guards the barrier; each warp has its own lock,
   // so that a warp exchange orders memory only inside its warp, as on a GPU.
@@ -148,6 +156,19 @@ std::mutex g_launch_mutex;  // one launch at a time in this process
 std::vector<Worker*> g_pool;
 std::atomic<bool> g_abort_requested{false};
 
+// A process forked after launches (the grader forks each kernel from a warm
+// process that ran the chapter once) inherits the pool's bookkeeping but none
+// of its threads.  The child starts with an empty pool; the parent's workers
+// are forgotten there, not freed: their locks may be held by threads that do
+// not exist in the child.
+void forget_pool_in_child() {
+  new (&g_pool) std::vector<Worker*>();
+  new (&g_launch_mutex) std::mutex();
+}
+struct ForgetPoolAtFork {
+  ForgetPoolAtFork() { pthread_atfork(nullptr, nullptr, forget_pool_in_child); }
+} g_forget_pool_at_fork;
+
 __thread Launch* t_launch = nullptr;
 __thread Worker* t_worker = nullptr;
 __thread int t_tid = 0;
@@ -155,11 +176,33 @@ __thread int t_lane = 0;
 __thread Warp* t_warp = nullptr;
 __thread Counters* t_counters = nullptr;
 __thread uintptr_t t_stack_lo = 0, t_stack_hi = 0;
+// Where this thread is in its block: the block's serial number (all launches
+// of the process counted), the __syncthreads() it has passed, and the
+// warp-wide syncs (shuffles, votes, __syncwarp) it has taken part in.
+__thread unsigned t_block = 0, t_epoch = 0, t_wsync = 0;
+std::atomic<unsigned> g_block_serial{0};
+
+// The race check's memory of one 4-byte word of shared memory: the last write
+// and the reads since, in the current block.
+struct ShadowWord {
+  unsigned block = 0;                // block serial these records belong to; another value: none yet
+  unsigned w_epoch = 0, w_sync = 0, r_epoch = 0, r_sync = 0;
+  unsigned short w_tid = 0, r_tid = 0;
+  unsigned char w_mask = 0, r_mask = 0;  // the bytes of the word accessed; 0: no record
+  bool r_many = false, r_one_warp = true;
+  const void* w_pc = nullptr;
+  const void* r_pc = nullptr;
+};
+constexpr int kRaceLocks = 64;
+std::mutex g_race_locks[kRaceLocks];
+ShadowWord* g_dynamic_shadow = nullptr;   // for emu_dynamic_shared, made on first use
 
 // Shared variables, registered as their declarations are first reached.
 struct SharedRange {
   const void* module;
   uintptr_t lo, hi;
+  const char* name;
+  ShadowWord* shadow;
 };
 constexpr int kMaxShared = 4096;
 SharedRange g_shared[kMaxShared];
@@ -255,6 +298,7 @@ int barrier(int line, int op, int predicate) {
     w.kind = NOT_WAITING;
     if (L.generation == my_generation) throw Abort();
   }
+  t_epoch++;
   return op == 0 ? L.result_count : op == 1 ? L.result_and : L.result_or;
 }
 
@@ -287,18 +331,21 @@ void thread_returned(Launch& L, int tid) {
 
 // ---------------------------------------------------------------- memory
 
-int classify(Launch& L, uintptr_t a) {
+// 1: global memory (a tensor), 2: shared memory (*shared: which variable, -1
+// for dynamic shared memory), 0: anything else.
+int classify(Launch& L, uintptr_t a, int* shared = nullptr) {
   uintptr_t dyn = reinterpret_cast<uintptr_t>(emu_dynamic_shared);
   if (a - dyn < EMU_MAX_DYNAMIC_SHARED) {
-    if (a - dyn >= L.cfg->shared_mem) {
-      L.dynamic_overflow++;
-      return 2;
-    }
+    if (a - dyn >= L.cfg->shared_mem) L.dynamic_overflow++;
+    if (shared) *shared = -1;
     return 2;
   }
   int n = g_n_shared.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i)
-    if (a >= g_shared[i].lo && a < g_shared[i].hi) return 2;
+    if (a >= g_shared[i].lo && a < g_shared[i].hi) {
+      if (shared) *shared = i;
+      return 2;
+    }
   for (unsigned i = 0; i < L.cfg->n_buffers; ++i)
     if (a >= L.cfg->buffers[i].lo && a < L.cfg->buffers[i].hi) return 1;
   return 0;
@@ -365,18 +412,119 @@ bool belongs_elsewhere(uintptr_t a) {
   park();
 }
 
+// ---------------------------------------------------------------- shared races
+
+void thread_coords(int tid, unsigned out[3]) {
+  const dim3& b = emu_block_dim;
+  out[0] = tid % b.x;
+  out[1] = (tid / b.x) % b.y;
+  out[2] = tid / (b.x * b.y);
+}
+
+void report_race(Launch& L, uintptr_t a, int shared, int store, const void* pc, int other_tid, int other_store,
+                 const void* other_pc) {
+  std::lock_guard<std::mutex> lk(L.warn_m);
+  emu_launch_config* cfg = L.cfg;
+  if (cfg->race++) return;
+  cfg->race_store = store;
+  cfg->race_other_store = other_store;
+  thread_coords(t_tid, cfg->race_thread);
+  thread_coords(other_tid, cfg->race_other_thread);
+  cfg->race_block[0] = emu_block_idx.x;
+  cfg->race_block[1] = emu_block_idx.y;
+  cfg->race_block[2] = emu_block_idx.z;
+  Dl_info info;
+  if (dladdr(pc, &info) && info.dli_fname) {
+    cfg->race_pc = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    snprintf(cfg->race_module, sizeof cfg->race_module, "%s", info.dli_fname);
+    cfg->race_other_pc = other_pc ? reinterpret_cast<uintptr_t>(other_pc) - reinterpret_cast<uintptr_t>(info.dli_fbase)
+                                  : 0;
+  }
+  if (shared >= 0) {
+    snprintf(cfg->race_variable, sizeof cfg->race_variable, "%s", g_shared[shared].name ? g_shared[shared].name : "");
+    cfg->race_offset = a - g_shared[shared].lo;
+  } else {
+    cfg->race_variable[0] = 0;
+    cfg->race_offset = a - reinterpret_cast<uintptr_t>(emu_dynamic_shared);
+  }
+}
+
+// Another thread's access, made when it had passed `epoch` barriers and
+// `sync` warp-wide syncs, and this thread's access now: is there nothing
+// between them that orders them?
+inline bool unordered(unsigned epoch, unsigned sync, int tid) {
+  if (tid == t_tid) return false;
+  if (epoch != t_epoch) return false;                           // a __syncthreads() between them
+  if (tid / 32 == t_tid / 32 && t_wsync > sync) return false;  // a warp-wide sync between them
+  return true;
+}
+
+void check_race(Launch& L, uintptr_t a, unsigned long long bytes, int store, const void* pc, int shared) {
+  ShadowWord* shadow;
+  uintptr_t base;
+  if (shared >= 0) {
+    shadow = g_shared[shared].shadow;
+    base = g_shared[shared].lo;
+  } else {
+    shadow = g_dynamic_shadow;
+    base = reinterpret_cast<uintptr_t>(emu_dynamic_shared);
+  }
+  if (!shadow || bytes == 0) return;
+  uintptr_t end = a + bytes;
+  for (uintptr_t w = (a - base) / 4; base + 4 * w < end; ++w) {
+    uintptr_t lo = std::max<uintptr_t>(a, base + 4 * w), hi = std::min<uintptr_t>(end, base + 4 * w + 4);
+    unsigned char mask = (unsigned char)(((1u << (hi - lo)) - 1u) << (lo - base - 4 * w));
+    std::lock_guard<std::mutex> lk(g_race_locks[(base / 4 + w) % kRaceLocks]);
+    ShadowWord& r = shadow[w];
+    if (r.block != t_block) r = ShadowWord{t_block};
+    if ((r.w_mask & mask) && unordered(r.w_epoch, r.w_sync, r.w_tid))
+      report_race(L, lo, shared, store, pc, r.w_tid, 1, r.w_pc);
+    if (store) {
+      if ((r.r_mask & mask) && r.r_epoch == t_epoch) {
+        bool ordered_all = r.r_many ? (r.r_one_warp && r.r_tid / 32 == t_tid / 32 && t_wsync > r.r_sync)
+                                    : !unordered(r.r_epoch, r.r_sync, r.r_tid);
+        if (!ordered_all) report_race(L, lo, shared, store, pc, r.r_tid, 0, r.r_pc);
+      }
+      r.w_epoch = t_epoch;
+      r.w_sync = t_wsync;
+      r.w_tid = (unsigned short)t_tid;
+      r.w_mask = mask;
+      r.w_pc = pc;
+      r.r_mask = 0;
+    } else if (!r.r_mask || r.r_epoch != t_epoch) {
+      r.r_epoch = t_epoch;
+      r.r_sync = t_wsync;
+      r.r_tid = (unsigned short)t_tid;
+      r.r_mask = mask;
+      r.r_many = false;
+      r.r_one_warp = true;
+      r.r_pc = pc;
+    } else {
+      if (r.r_tid != t_tid) {
+        r.r_many = true;
+        if (r.r_tid / 32 != t_tid / 32) r.r_one_warp = false;
+      }
+      r.r_sync = std::max(r.r_sync, t_wsync);
+      r.r_mask |= mask;
+      if (!r.r_many) r.r_pc = pc;
+    }
+  }
+}
+
 inline void count_access(uintptr_t a, unsigned long long bytes, int store, void* pc) {
   Counters* c = t_counters;
   if (!c) return;
   Launch& L = *t_launch;
   if (L.abort.load(std::memory_order_relaxed)) park();
-  int space = classify(L, a);
+  int shared = -1;
+  int space = classify(L, a, &shared);
   if (space == 1) {
     c->c[EMU_GLOBAL_LOADS + store]++;
     c->c[EMU_GLOBAL_LOAD_BYTES + store] += bytes;
   } else if (space == 2) {
     c->c[EMU_SHARED_LOADS + store]++;
     c->c[EMU_SHARED_LOAD_BYTES + store] += bytes;
+    check_race(L, a, bytes, store, pc, shared);
   } else {
     unsigned which;
     if (near_a_tensor(L, a, &which) && !belongs_elsewhere(a)) out_of_bounds(L, a, bytes, store, which, pc);
@@ -407,6 +555,9 @@ void run_thread(Worker* me, Launch& L, int tid) {
   t_warp = &L.warps[tid / 32];
   const dim3& b = emu_block_dim;
   emu_thread_idx = uint3{tid % b.x, (tid / b.x) % b.y, tid / (b.x * b.y)};
+  t_block = L.block_serial;
+  t_epoch = 0;
+  t_wsync = 0;
   Counters counters = {};
   t_counters = L.counting ? &counters : nullptr;
   try {
@@ -637,6 +788,7 @@ void emu_warp_exchange(unsigned mask, unsigned long long value, const char* what
   }
   memcpy(values, r->vals, sizeof r->vals);
   *present = r->present;
+  t_wsync++;
   r->readers |= bit;
   if (r->readers == r->present)
     for (auto it = w.open.begin(); it != w.open.end(); ++it)
@@ -662,7 +814,7 @@ void emu_warn_undefined_lane(const char* what, int line, int src_lane) {
               what, line, thread_name(t_tid).c_str(), block_name().c_str(), src_lane));
 }
 
-void emu_register_shared(const void* module, void* address, unsigned long long bytes) {
+void emu_register_shared(const void* module, void* address, unsigned long long bytes, const char* name) {
   std::lock_guard<std::mutex> lk(g_shared_m);
   int n = g_n_shared.load(std::memory_order_relaxed);
   uintptr_t lo = reinterpret_cast<uintptr_t>(address);
@@ -670,7 +822,7 @@ void emu_register_shared(const void* module, void* address, unsigned long long b
     if (g_shared[i].lo == lo) return;
   if (n == kMaxShared) return;
   memset(address, kPoison, bytes);
-  g_shared[n] = SharedRange{module, lo, lo + bytes};
+  g_shared[n] = SharedRange{module, lo, lo + bytes, name, new ShadowWord[bytes / 4 + 2]};
   g_n_shared.store(n + 1, std::memory_order_release);
 }
 
@@ -695,6 +847,9 @@ int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* mo
   cfg->status = 1;
   cfg->fault = 0;
   cfg->fault_module[0] = 0;
+  cfg->race = 0;
+  cfg->race_module[0] = cfg->race_variable[0] = 0;
+  if (cfg->shared_mem && !g_dynamic_shadow) g_dynamic_shadow = new ShadowWord[EMU_MAX_DYNAMIC_SHARED / 4 + 1];
   cfg->message[0] = cfg->warnings[0] = 0;
   for (unsigned long long& c : cfg->counts) c = 0;
   unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
@@ -736,6 +891,7 @@ int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* mo
     for (unsigned y = 0; ok && y < cfg->grid[1]; ++y)
       for (unsigned x = 0; ok && x < cfg->grid[0]; ++x) {
         emu_block_idx = uint3{x, y, z};
+        L->block_serial = ++g_block_serial;
         L->live = L->threads;
         L->live_now = L->threads;
         L->arrived = 0;
@@ -874,25 +1030,71 @@ double emu_atomic_f64(int op, double* p, double v) { return float_atomic<double,
 
 #ifndef EMU_SANITIZE
 // GCC calls these from every load and store of a kernel compiled with
-// -fsanitize=kernel-address and a call threshold of 0 (build.py, COUNT_FLAGS).
+// ThreadSanitizer's instrumentation (build.py, COUNT_FLAGS), which is linked
+// without ThreadSanitizer's library: here they are memory counters.
 #define EMU_PC __builtin_return_address(0)
-#define EMU_ACCESS(N)                                                                              \
-  extern "C" void __asan_load##N##_noabort(uintptr_t a) { count_access(a, N, 0, EMU_PC); }         \
-  extern "C" void __asan_store##N##_noabort(uintptr_t a) { count_access(a, N, 1, EMU_PC); }        \
-  extern "C" void __asan_load##N(uintptr_t a) { count_access(a, N, 0, EMU_PC); }                   \
-  extern "C" void __asan_store##N(uintptr_t a) { count_access(a, N, 1, EMU_PC); }
+#define EMU_ACCESS(N)                                                                                  \
+  extern "C" void __tsan_read##N(void* a) { count_access((uintptr_t)a, N, 0, EMU_PC); }              \
+  extern "C" void __tsan_write##N(void* a) { count_access((uintptr_t)a, N, 1, EMU_PC); }             \
+  extern "C" void __tsan_unaligned_read##N(void* a) { count_access((uintptr_t)a, N, 0, EMU_PC); }    \
+  extern "C" void __tsan_unaligned_write##N(void* a) { count_access((uintptr_t)a, N, 1, EMU_PC); }   \
+  extern "C" void __tsan_volatile_read##N(void* a) { count_access((uintptr_t)a, N, 0, EMU_PC); }     \
+  extern "C" void __tsan_volatile_write##N(void* a) { count_access((uintptr_t)a, N, 1, EMU_PC); }
 EMU_ACCESS(1)
 EMU_ACCESS(2)
 EMU_ACCESS(4)
 EMU_ACCESS(8)
 EMU_ACCESS(16)
 #undef EMU_ACCESS
-extern "C" void __asan_loadN_noabort(uintptr_t a, size_t n) { count_access(a, n, 0, EMU_PC); }
-extern "C" void __asan_storeN_noabort(uintptr_t a, size_t n) { count_access(a, n, 1, EMU_PC); }
-extern "C" void __asan_loadN(uintptr_t a, size_t n) { count_access(a, n, 0, EMU_PC); }
-extern "C" void __asan_storeN(uintptr_t a, size_t n) { count_access(a, n, 1, EMU_PC); }
+extern "C" void __tsan_read_range(void* a, unsigned long n) { count_access((uintptr_t)a, n, 0, EMU_PC); }
+extern "C" void __tsan_write_range(void* a, unsigned long n) { count_access((uintptr_t)a, n, 1, EMU_PC); }
 // The rest of the instrumentation's calls have nothing to do here.
-extern "C" void __asan_handle_no_return(void) {}
-extern "C" void __asan_before_dynamic_init(const char*) {}
-extern "C" void __asan_after_dynamic_init(void) {}
+extern "C" void __tsan_init(void) {}
+extern "C" void __tsan_func_entry(void*) {}
+extern "C" void __tsan_func_exit(void) {}
+extern "C" void __tsan_vptr_update(void**, void*) {}
+extern "C" void __tsan_vptr_read(void**) {}
+extern "C" void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Atomics the compiler itself emits (the guard of a function-local static,
+// such as a shared variable's registration): done, not counted.
+#define EMU_TSAN_ATOMICS(N, T)                                                                                   \
+  extern "C" T __tsan_atomic##N##_load(const volatile T* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); } \
+  extern "C" void __tsan_atomic##N##_store(volatile T* a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
+  extern "C" T __tsan_atomic##N##_exchange(volatile T* a, T v, int) {                                            \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                          \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_add(volatile T* a, T v, int) {                                           \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                           \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_sub(volatile T* a, T v, int) {                                           \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                           \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_and(volatile T* a, T v, int) {                                           \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                           \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_or(volatile T* a, T v, int) {                                            \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                            \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_xor(volatile T* a, T v, int) {                                           \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                           \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_fetch_nand(volatile T* a, T v, int) {                                          \
+    return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                          \
+  }                                                                                                              \
+  extern "C" int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {                \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                      \
+  }                                                                                                              \
+  extern "C" int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {                  \
+    return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                       \
+  }                                                                                                              \
+  extern "C" T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                      \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                            \
+    return c;                                                                                                    \
+  }
+EMU_TSAN_ATOMICS(8, char)
+EMU_TSAN_ATOMICS(16, short)
+EMU_TSAN_ATOMICS(32, int)
+EMU_TSAN_ATOMICS(64, long)
+#undef EMU_TSAN_ATOMICS
+extern "C" void __tsan_atomic_signal_fence(int) {}
 #endif

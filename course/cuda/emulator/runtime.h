@@ -51,6 +51,16 @@ struct emu_launch_config {
   unsigned fault_thread[3];
   char message[8192];
   char warnings[8192];
+  // A data race on shared memory (ordinary launches): two threads of a block
+  // touched the same bytes, one of them writing, with no barrier between.
+  // The first one found; `race` counts them all.
+  unsigned long long race;
+  int race_store, race_other_store;
+  unsigned race_thread[3], race_other_thread[3], race_block[3];
+  unsigned long long race_pc, race_other_pc;   // offsets in race_module
+  char race_module[1024];
+  char race_variable[64];         // the __shared__ array; "" for dynamic shared memory
+  unsigned long long race_offset; // bytes from the start of that array
 };
 
 extern "C" void emu_request_abort(void);

@@ -19,14 +19,13 @@ import os
 import re
 import struct
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from course.cuda.emulator.build import STUDENT_FILE, Build, shared_variable_names
+from course.cuda.emulator.build import STUDENT_FILE, Build, shared_variable_names, work_dir
 from course.cuda.emulator.launch import tensor_extent
 from course.cuda.errors import DataRaceError, KernelLaunchError, OutOfBoundsError
 from course.cuda.report import Finding, LaunchReport, describe_element
@@ -321,7 +320,7 @@ def run(build: Build, index: int, sig: Signature, source: str, grid, block, pack
         shared_mem: int, timeout_s: float) -> LaunchReport:
     mode = build.mode
     buffers, args = _group(packed)
-    with tempfile.TemporaryDirectory(prefix="picotorch-cuda-check-") as work:
+    with work_dir(".check-") as work:
         args_path, out_path = Path(work) / "args.bin", Path(work) / "out.bin"
         _write_args(args_path, index, grid, block, shared_mem, timeout_s, buffers, args)
         env = dict(os.environ)
