@@ -1,0 +1,224 @@
+"""Typical wrong answers to chapter 04, one dict per exercise: {what is wrong: the cell's code}.
+
+tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
+notebook (hidden tests included) up to that exercise's tests and expects them to fail.
+
+Each wrong answer is the solution cell with one mistake put in (`_wrong`), so that the given parts
+of the cell stay as the student sees them. A replacement that no longer matches the solution fails
+loudly, here, rather than making a mutant that is not wrong.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_SOURCE = Path(__file__).resolve().parents[2] / "source" / "04_training" / "04_training.py"
+
+
+def _solution(exercise: str) -> str:
+    """The code of the exercise's solution cell, solution markers removed."""
+    text = _SOURCE.read_text()
+    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
+    body = text[header.end():]
+    body = body[:re.search(r"^# %%", body, re.M).start()]
+    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
+                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+
+
+def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
+    code = _solution(exercise)
+    for old, new in replacements:
+        if old not in code:
+            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
+        code = code.replace(old, new)
+    return code
+
+
+_MEAN_DIVISION = """        if ctx.reduction == "mean":
+            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
+"""
+_SAVE = """            if checkpoint is not None:
+                save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, checkpoint)
+"""
+
+MUTANTS = {
+    "ex_mse": {
+        "the 'mean' reduction returns the sum":
+            _wrong("ex_mse", ("return loss.mean()", "return loss.sum()")),
+        "the absolute difference instead of its square":
+            _wrong("ex_mse", ("loss = diff * diff", "loss = diff.abs()")),
+        "'none' returns the mean":
+            _wrong("ex_mse", ("        return loss.sum()\n    return loss\n", "        return loss.sum()\n    return loss.mean()\n")),
+        "MSELoss ignores its reduction":
+            _wrong("ex_mse", ("return mse_loss(input, target, self.reduction)", "return mse_loss(input, target)")),
+    },
+    "ex_cross_entropy": {
+        "a softmax that overflows: the maximum is not subtracted":
+            _wrong("ex_cross_entropy", ("shifted = values - values.max(axis=axis, keepdims=True)", "shifted = values"),
+                   ("shifted = scores - scores.max(axis=1, keepdims=True)", "shifted = scores")),
+        "the gradient of the mean forgets to divide by the number of samples":
+            _wrong("ex_cross_entropy", (_MEAN_DIVISION, "")),
+        "the mean's gradient divides by every sample, the ignored ones included":
+            _wrong("ex_cross_entropy", ("weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))",
+                                        "weight = weight / g.dtype.type(len(ctx.labels))")),
+        "the gradient is one-hot minus softmax (the sign flipped)":
+            _wrong("ex_cross_entropy", ("out *= weight[:, None]", "out *= -weight[:, None]")),
+        "log_softmax's backward passes the gradient through unchanged":
+            _wrong("ex_cross_entropy", ("return from_numpy(g - np.exp(out.numpy()) * g.sum(axis=ctx.axis, keepdims=True)), None",
+                                        "return from_numpy(g), None")),
+        "ignored targets still count in the loss":
+            _wrong("ex_cross_entropy", ("losses = np.where(counted, -log_probs[np.arange(len(labels)), labels], "
+                                        "scores.dtype.type(0))", "losses = -log_probs[np.arange(len(labels)), labels]")),
+    },
+    "ex_optimizer": {
+        "the defaults override what a group gives":
+            _wrong("ex_optimizer", ("group.setdefault(name, default)", "group[name] = default")),
+        "zero_grad(set_to_none=False) replaces .grad instead of zeroing it in place":
+            _wrong("ex_optimizer", ("p.grad.numpy()[...] = 0", "p.grad = from_numpy(np.zeros(p.grad.shape, p.grad.dtype.numpy))")),
+        "load_state_dict keeps torch's tensors as they are":
+            _wrong("ex_optimizer", ("            value = as_our_tensor(value)\n", "")),
+        "load_state_dict does not cast the state to the parameter's dtype":
+            _wrong("ex_optimizer", ("array = array.astype(param.dtype.numpy)", "array = array")),
+        "load_state_dict keeps the optimizer's own hyper-parameters":
+            _wrong("ex_optimizer", ("""        self.param_groups = [dict(copy.deepcopy({k: v for k, v in s.items() if k != "params"}), params=g["params"])
+                             for s, g in zip(saved, self.param_groups)]
+""", "")),
+        "a parameter may be in two groups":
+            _wrong("ex_optimizer", ("""        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+""", "")),
+        "state_dict numbers the parameters of each group from 0":
+            _wrong("ex_optimizer", ("index.setdefault(id(p), len(index))", "index.setdefault(id(p), group['params'].index(p))")),
+    },
+    "ex_sgd": {
+        "weight decay applied after momentum":
+            _wrong("ex_sgd", ("""                if weight_decay != 0:
+                    grad = grad + weight_decay * param
+                if momentum != 0:""", """                if momentum != 0:"""),
+                   ("                param -= lr * grad", """                if weight_decay != 0:
+                    grad = grad + weight_decay * param
+                param -= lr * grad""")),
+        "dampening applied on the first step too":
+            _wrong("ex_sgd", ('state["momentum_buffer"] = from_numpy(np.array(grad, copy=True))',
+                              'state["momentum_buffer"] = from_numpy((1 - dampening) * grad)')),
+        "Nesterov steps along the buffer alone":
+            _wrong("ex_sgd", ("grad = grad + momentum * buf if nesterov else buf", "grad = buf")),
+        "maximize is ignored":
+            _wrong("ex_sgd", ("""                if maximize:
+                    grad = -grad
+""", "")),
+        "every group uses the constructor's lr":
+            _wrong("ex_sgd", ('lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]',
+                              'lr, momentum, dampening = self.defaults["lr"], group["momentum"], group["dampening"]')),
+        "the update is written to a copy, not to the parameter":
+            _wrong("ex_sgd", ("param -= lr * grad", "param = param - lr * grad")),
+    },
+    "ex_adam": {
+        "bias correction missing":
+            _wrong("ex_adam", ("denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps", "denom = np.sqrt(v) + eps"),
+                   ("param -= (lr / (1 - beta1 ** t)) * m / denom", "param -= lr * m / denom")),
+        "AdamW adds its decay to the gradient, as Adam does":
+            _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if False:")),
+        "Adam decouples its decay, as AdamW does":
+            _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if True:")),
+        "eps inside the square root":
+            _wrong("ex_adam", ("denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps",
+                               "denom = np.sqrt(v / (1 - beta2 ** t) + eps)")),
+        "amsgrad keeps the maximum of the first moment":
+            _wrong("ex_adam", ("np.maximum(v_max, v, out=v_max)", "np.maximum(v_max, m, out=v_max)")),
+        "beta1 and 1 - beta1 swapped in the first moment":
+            _wrong("ex_adam", ("m += (grad - m) * (1 - beta1)", "m += (grad - m) * beta1")),
+        "the bias correction uses the next step's count":
+            _wrong("ex_adam", ("t = float(counter)", "t = float(counter) + 1")),
+    },
+    "ex_scheduler": {
+        "a second scheduler overwrites initial_lr":
+            _wrong("ex_scheduler", ('group.setdefault("initial_lr", group["lr"])', 'group["initial_lr"] = group["lr"]')),
+        "the constructor does not take the first step":
+            _wrong("ex_scheduler", ("        self.last_epoch = last_epoch\n        self.step()\n",
+                                    "        self.last_epoch = last_epoch\n")),
+        "StepLR decays every epoch":
+            _wrong("ex_scheduler", ("self.gamma ** (self.last_epoch // self.step_size)", "self.gamma ** self.last_epoch")),
+        "the cosine spans T_max + 1 epochs":
+            _wrong("ex_scheduler", ("math.pi * self.last_epoch / self.T_max", "math.pi * self.last_epoch / (self.T_max + 1)")),
+    },
+    "ex_samplers": {
+        "RandomSampler skips torch's last, empty permutation, so later passes differ":
+            _wrong("ex_samplers", ("            yield from torch.randperm(n, generator=generator).tolist()[:self.num_samples % n]",
+                                   "            if self.num_samples % n:\n"
+                                   "                yield from torch.randperm(n, generator=generator).tolist()[:self.num_samples % n]")),
+        "RandomSampler without a generator always uses seed 0":
+            _wrong("ex_samplers", ("seed = int(torch.empty((), dtype=torch.int64).random_().item())", "seed = 0")),
+        "BatchSampler drops the last, short batch even without drop_last":
+            _wrong("ex_samplers", ("if batch and not self.drop_last:", "if False:")),
+        "BatchSampler's len rounds down":
+            _wrong("ex_samplers", ("return (len(self.sampler) + self.batch_size - 1) // self.batch_size",
+                                   "return len(self.sampler) // self.batch_size")),
+        "TensorDataset accepts tensors of different lengths":
+            _wrong("ex_samplers", ("""        if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
+            raise AssertionError("Size mismatch between tensors")
+""", "")),
+    },
+    "ex_dataloader": {
+        "no base-seed draw at the start of an iteration, so the shuffle differs from torch's":
+            _wrong("ex_dataloader", ("        torch.empty((), dtype=torch.int64).random_(generator=self.generator)\n", "")),
+        "tuples of samples are collated into a tuple (torch gives a list)":
+            _wrong("ex_dataloader", ("return type(elem)(*fields) if hasattr(elem, \"_fields\") else fields",
+                                     "return type(elem)(*fields) if hasattr(elem, \"_fields\") else tuple(fields)")),
+        "Python floats are collated as float32":
+            _wrong("ex_dataloader", ("return from_numpy(np.array(batch, np.float64))",
+                                     "return from_numpy(np.array(batch, np.float32))")),
+        "len(loader) counts samples, not batches":
+            _wrong("ex_dataloader", ("        return len(self.batch_sampler)\n", "        return len(self.dataset)\n")),
+        "drop_last is ignored":
+            _wrong("ex_dataloader", ("BatchSampler(sampler, batch_size, drop_last)", "BatchSampler(sampler, batch_size, False)")),
+        "the fast path repeats samples: it gathers every other index twice":
+            _wrong("ex_dataloader", ("rows = np.asarray(indices, dtype=np.int64)",
+                                     "rows = np.asarray(indices, dtype=np.int64)[np.arange(len(indices)) // 2 * 2]")),
+    },
+    "ex_train_loop": {
+        "no zero_grad: the gradients add up over the batches":
+            _wrong("ex_train_loop", ("        optimizer.zero_grad()\n", "")),
+        "the mean of the batch means, not per sample":
+            _wrong("ex_train_loop", ("        total += loss.item() * len(x)\n        count += len(x)\n",
+                                     "        total += loss.item()\n        count += 1\n")),
+        "evaluate does not switch to eval mode":
+            _wrong("ex_train_loop", ("    model.eval()\n", "")),
+        "train_one_epoch does not switch back to training mode":
+            _wrong("ex_train_loop", ("    model.train()\n", "")),
+        "evaluate records the graph (no no_grad)":
+            _wrong("ex_train_loop", ("    with no_grad():\n", "    if True:\n")),
+        "evaluate switches grad mode off and leaves it off":
+            _wrong("ex_train_loop", ("    with no_grad():\n",
+                                     "    from picotorch import set_grad_enabled\n    set_grad_enabled(False)\n    if True:\n")),
+    },
+    "ex_fit": {
+        "a checkpoint after every epoch, not only at the best":
+            _wrong("ex_fit", (_SAVE, ""),
+                   ("        if on_epoch is not None:", _SAVE.replace("            ", "        ", 1).replace(
+                       "                save", "            save") + "        if on_epoch is not None:")),
+        "the best checkpoint is not loaded back at the end":
+            _wrong("ex_fit", ("""        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+""", "        pass\n")),
+        "early stopping one epoch late":
+            _wrong("ex_fit", ("epoch - best_epoch >= patience", "epoch - best_epoch > patience")),
+        "the lr is noted after the scheduler's step":
+            _wrong("ex_fit", ('        lr = optimizer.param_groups[0]["lr"]\n', ""),
+                   ('record = {"epoch": epoch, "lr": lr,', 'record = {"epoch": epoch, "lr": optimizer.param_groups[0]["lr"],')),
+        "on_epoch is never called":
+            _wrong("ex_fit", ("            on_epoch(record)\n", "            pass\n")),
+    },
+    "ex_digits": {
+        "one epoch of training":
+            _wrong("ex_digits", ("train_loader, test_loader, epochs,", "train_loader, test_loader, 1,")),
+        "a learning rate 100 times too small":
+            _wrong("ex_digits", ("lr=3e-3", "lr=3e-5")),
+        "mean and std kept as plain attributes, not buffers":
+            _wrong("ex_digits", ('self.register_buffer("mean", mean)\n        self.register_buffer("std", std)',
+                                 "self.mean = mean\n        self.std = std")),
+        "the labels are shuffled apart from their images":
+            _wrong("ex_digits", ("from_numpy(digits.train_labels))",
+                                 "from_numpy(np.random.default_rng(seed).permutation(digits.train_labels)))")),
+    },
+}
