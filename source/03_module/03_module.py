@@ -401,8 +401,9 @@ compare.assert_equal(type(p.detach()) is Parameter, False, "type(p.detach()) is 
 # the non-persistent set), else the ordinary way.
 #
 # **`register_parameter(name, param)`**, **`register_buffer(name, tensor,
-# persistent=True)`**, **`add_module(name, module)`** check the name, then file
-# the value (a re-registered name keeps its place in the dictionary). Torch's
+# persistent=True)`**, **`add_module(name, module)`** check the name — write the
+# checks once, in `_check_name(module, name, kind, registry)` — then file the
+# value (a re-registered name keeps its place in the dictionary). Torch's
 # errors:
 #
 # | case | error |
@@ -1012,11 +1013,12 @@ for _ in range(10):
 #
 # - for a module with prefix `p`: its "local state" is its parameters and
 #   persistent buffers that are not `None`. For each local `name`, if `p + name`
-#   is in the dictionary: a value of another shape adds the error
+#   is in the dictionary: its value (`as_ours(value)`, given, converts a torch
+#   tensor) of another shape adds the error
 #   `"size mismatch for {key}: copying a param with shape {shape of the value} from checkpoint, the shape in current model is {shape here}."`
-#   (shapes written as torch writes them, `torch.Size([2, 3])`) and is not
-#   copied; else it is copied. If it is not in the dictionary: `p + name` is a
-#   **missing** key.
+#   (shapes written as torch writes them, `torch.Size([2, 3])`: the given
+#   `size_text(shape)`) and is not copied; else it is copied. If it is not in
+#   the dictionary: `p + name` is a **missing** key.
 # - every key of the dictionary that starts with `p` is **unexpected** if the
 #   rest of it, split at the first `"."`, names neither a sub-module here (when
 #   there is a dot) nor a local entry (when there is none);
@@ -1028,7 +1030,8 @@ for _ in range(10):
 # in state_dict: ... "`, then the size mismatches. Any error raises
 # `RuntimeError("Error(s) in loading state_dict for Net:\n\t" + "\n\t".join(errors))`
 # (after copying everything that could be copied, as torch does). Without
-# errors, return `IncompatibleKeys(missing_keys, unexpected_keys)`.
+# errors, return `IncompatibleKeys(missing_keys, unexpected_keys)` (given,
+# torch's named tuple: `result.missing_keys`, `result.unexpected_keys`).
 #
 # To go the other way, `torch_state_dict(module)` (yours too) gives the state
 # dict with **torch** tensors (copies), ready for `torch_model.load_state_dict`.
