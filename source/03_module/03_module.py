@@ -390,7 +390,7 @@ compare.assert_equal(type(p.detach()) is Parameter, False, "type(p.detach()) is 
 #    (`TypeError` otherwise).
 # 5. else, if `name` is already a buffer: a `Tensor` or `None` replaces it
 #    (`TypeError` otherwise).
-# 6. else: an ordinary attribute, `object.__setattr__(self, name, value)`.
+# 6. else: an ordinary attribute, stored the ordinary way (`object.__setattr__`).
 #
 # **`__getattr__(name)`**: Python calls it only when normal lookup fails (so
 # ordinary attributes never reach it). Look in `_parameters`, `_buffers`,
