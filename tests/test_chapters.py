@@ -88,9 +88,10 @@ def test_a_mutant_failure_message_teaches():
     assert "count_parameters" in verdict.message and "torch gives" in verdict.message, verdict.message
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_ids)
-def test_plain_nbgrader_gives_the_same_verdicts(chapter, tmp_path, repo):
-    """`nbgrader generate_assignment` and `nbgrader autograde`, default settings, on a copy of the repo."""
+def test_plain_nbgrader_gives_the_same_verdicts(graded, tmp_path, repo):
+    """`nbgrader generate_assignment` and `nbgrader autograde`, default settings, on a copy of the repo,
+    give the points the course's grader gave the same two notebooks."""
+    chapter, solution, blank = graded
     course = tmp_path / "course"
     shutil.copytree(repo / "source", course / "source")
     shutil.copy(repo / "nbgrader_config.py", course)
@@ -111,10 +112,6 @@ def test_plain_nbgrader_gives_the_same_verdicts(chapter, tmp_path, repo):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         plain = {(student, e): gb.find_grade(f"{e}_tests", chapter.id, chapter.id, student).score
                  for student in submitted for e in auto}
-    grader = Grader(chapter, tmp_path / "ours")
-    ours = {}
-    for student, nb in submitted.items():
-        for v in grader.grade(student, nb).verdicts:
-            if v.status != "manually graded":
-                ours[(student, v.exercise)] = v.points
+    ours = {(student, v.exercise): v.points for student, result in (("solution", solution), ("blank", blank))
+            for v in result.verdicts if v.status != "manually graded"}
     assert plain == ours

@@ -37,7 +37,10 @@ def _copy_chapter(chapter, notebook: Path, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+# The command's exit codes on whole notebooks are a property of the tool, not of a chapter: one
+# chapter shows them. Every chapter's solution and release are graded in tests/test_chapters.py, and
+# the wrong-answer test below runs `check` on every chapter.
+@pytest.mark.parametrize("chapter", CHAPTERS[:1], ids=[c.id for c in CHAPTERS[:1]])
 def test_solution_passes_and_exits_0(chapter, tmp_path):
     done = course_check(_copy_chapter(chapter, chapter.notebook, tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -46,7 +49,7 @@ def test_solution_passes_and_exits_0(chapter, tmp_path):
         assert any(line.split()[:2] == [e, "passed"] for line in done.stdout.splitlines()), done.stdout
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+@pytest.mark.parametrize("chapter", CHAPTERS[:1], ids=[c.id for c in CHAPTERS[:1]])
 def test_blank_is_not_attempted_and_exits_1(chapter, tmp_path):
     release = chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name
     done = course_check(_copy_chapter(chapter, release, tmp_path))

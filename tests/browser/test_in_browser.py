@@ -78,20 +78,34 @@ def widget_cells(chapter) -> int:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
-def test_release_notebook_runs_and_its_widgets_respond(browser, lab, chapter):
+def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_solution(browser, lab, chapter):
+    """One pass as a student makes it (one pass per chapter keeps the suite's time in bounds): paste the
+    first exercise's solution and save, run every cell in turn, see the prose, the stubs failing and the
+    widgets answering a click, then `check()` (the last cell) and nbgrader's Validate agree on it."""
+    source = nbformat.read(chapter.notebook, 4)
+    nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+    auto = [e for e, ex in exercises(nb).items() if not ex.manual]
+    first = next(ex for ex in exercises(source).values() if not ex.manual)
+    solution = source.cells[first.solution_cells[0]].source
+    test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
     page, panel = open_notebook(browser, lab, chapter)
     try:
-        n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)
-        nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+        page.evaluate("""async ([index, code]) => {
+          const panel = window.jupyterapp.shell.currentWidget;
+          panel.content.widgets[index].model.sharedModel.setSource(code);
+          await window.jupyterapp.commands.execute('docmanager:save');
+        }""", [first.solution_cells[0], solution])
+        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=90_000)
+        n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
         assert n_cells == len(nb.cells)
         title = nb.metadata["course"].get("title", "")
         assert title in panel.locator(".jp-MarkdownOutput h1").first.text_content(), "the prose did not render"
         text = panel.locator(".jp-Notebook").text_content()
-        auto = [e for e, ex in exercises(nb).items() if not ex.manual]
-        assert text.count("raise NotImplementedError()") >= len(auto), "the exercise stubs are not shown"
+        assert text.count("raise NotImplementedError()") >= len(auto) - 1, "the exercise stubs are not shown"
         errors = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         failed = sum("NotImplementedError" in errors.nth(i).text_content() for i in range(errors.count()))
-        assert failed >= len(auto), f"{failed} visible test cells failed on the blank notebook; expected {len(auto)}"
+        assert failed >= len(auto) - 1, \
+            f"{failed} visible test cells failed on the notebook with one exercise solved; expected {len(auto) - 1}"
 
         widgets = panel.locator(".jp-OutputArea-output .widget-vbox")
         assert widgets.count() >= widget_cells(chapter), "a widget did not render"
@@ -103,31 +117,14 @@ def test_release_notebook_runs_and_its_widgets_respond(browser, lab, chapter):
             before = widget.inner_text()
             widget.locator("button").first.click()
             page.wait_for_function("([el, before]) => el.innerText !== before",
-                                   arg=[widget.element_handle(), before], timeout=10_000)
+                                   arg=[widget.element_handle(), before], timeout=30_000)
             widget.screenshot(path=str(ARTIFACTS / f"{chapter.id}-widget{i}-after-click.png"))
-    finally:
-        page.close()
 
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
-def test_pasted_solution_passes_the_check_and_validate_agrees(browser, lab, chapter):
-    source = nbformat.read(chapter.notebook, 4)
-    first = next(ex for ex in exercises(source).values() if not ex.manual)
-    solution = source.cells[first.solution_cells[0]].source
-    test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
-    page, panel = open_notebook(browser, lab, chapter)
-    try:
-        page.evaluate("""async ([index, code]) => {
-          const panel = window.jupyterapp.shell.currentWidget;
-          panel.content.widgets[index].model.sharedModel.setSource(code);
-          await window.jupyterapp.commands.execute('docmanager:save');
-        }""", [first.solution_cells[0], solution])
-        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-        page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
         table = panel.locator("table.course-check")
         table.wait_for(timeout=180_000)
+        # textContent, not innerText: JupyterLab does not lay out cells out of view, and their innerText is ''
         row = table.locator("tr", has_text=first.id)
-        assert "passed" in row.inner_text(), row.inner_text()
+        assert "passed" in row.text_content(), row.text_content()
         others = table.locator("tr", has_text="not attempted")
         assert others.count() >= 1, "the other exercises are still blank"
 
