@@ -249,8 +249,9 @@ class ModuleInspector:
         try:
             self.model, self.x = self._build(side)
         except Exception as e:  # noqa: BLE001 - an unfinished exercise: show torch's model instead
-            self.note = (f"Your picotorch cannot build this model yet ({type(e).__name__}: {str(e)[:120]}); "
-                         "showing torch's. Finish the exercises and run this cell again.")
+            why = type(e).__name__ + (f": {str(e)[:120]}" if str(e) else "")
+            self.note = (f"Your picotorch cannot build this model yet ({why}); showing torch's. Finish the "
+                         "exercises and run this cell again.")
             side = Framework(torch.nn)
             self.model, self.x = self._build(side)
         self.current = side
@@ -322,7 +323,8 @@ class ModuleInspector:
                 "and updates its running ones" if training else
                 "<b style='color:#0969da'>eval()</b>: Dropout passes everything, BatchNorm uses its running "
                 "statistics")
-        differs = s["differs"]
+        types_of = {r["path"]: r["type"] for r in s["tree"]}
+        differs = [f"{p} ({types_of[p]})" if p else "the whole model" for p in s["differs"]]
         effect = (f" Modules that behave differently in the two modes: <b>{escape(', '.join(differs))}</b>."
                   if differs else " No module behaves differently in the two modes." if not s["effects_error"]
                   else f" (train-vs-eval comparison unavailable: {escape(s['effects_error'])})")
@@ -332,15 +334,18 @@ class ModuleInspector:
 
     def _tree(self, s) -> str:
         head = ("<tr style='background:#f6f8fa'><th style='text-align:left'>module</th><th>mode</th>"
-                "<th style='text-align:left'>own parameters</th><th style='text-align:left'>own buffers</th>"
+                "<th style='text-align:left'>own parameters · numbers</th><th style='text-align:left'>own buffers</th>"
                 "<th>train vs eval</th></tr>")
         rows = []
         for r in s["tree"]:
-            indent = "&nbsp;" * 4 * r["depth"]
+            pad = 14 * r["depth"]
             name = f"({escape(r['path'].rsplit('.', 1)[-1])}) " if r["path"] else ""
-            label = f"{indent}{name}<code>{escape(r['describe'])}</code>"
+            extra = r["describe"][len(r["type"]) + 1:-1]
+            label = (f"<div style='padding-left:{pad}px;max-width:{250 - pad}px'>{name}<b>{escape(r['type'])}</b>"
+                     + (f"<br><span style='color:#57606a;font-size:11px'>{escape(extra)}</span>" if extra else ""))
             if r["shared_with"] is not None:
-                label += f" <i>= {escape(r['shared_with'])} (shared)</i>"
+                label += f" <i>= ({escape(r['shared_with'])}), shared</i>"
+            label += "</div>"
             mode = ("<span style='color:#1a7f37'>train</span>" if r["training"]
                     else "<span style='color:#0969da'>eval</span>")
             params = "<br>".join(
@@ -356,17 +361,18 @@ class ModuleInspector:
                 diff = ("<b style='color:#cf222e'>differs</b>" if self.effects.get(r["path"])
                         else "<span style='color:#57606a'>same</span>")
             background = " style='background:#fff8c5'" if self.effects.get(r["path"]) else ""
-            rows.append(f"<tr{background}><td style='text-align:left;white-space:nowrap'>{label}</td>"
-                        f"<td>{mode}</td><td style='text-align:left'>{params}</td>"
-                        f"<td style='text-align:left'>{bufs}</td><td>{diff}</td></tr>")
+            cell = "style='text-align:left;white-space:nowrap;padding:2px 8px'"
+            rows.append(f"<tr{background}><td style='text-align:left;padding:2px 4px'>{label}</td>"
+                        f"<td>{mode}</td><td {cell}>{params}</td><td {cell}>{bufs}</td><td>{diff}</td></tr>")
         return ("<table style='font-size:12px;border-collapse:collapse'>" + head + "".join(rows) + "</table>")
 
     def _keys(self, s) -> str:
-        keys = "".join(f"<tr><td style='text-align:left'><code>{escape(k)}</code></td><td>{shape}</td></tr>"
+        keys = "".join(f"<tr><td style='text-align:left'><code>{escape(k)}</code></td>"
+                       f"<td style='white-space:nowrap'>{shape}</td></tr>"
                        for k, shape in s["state_dict"])
-        return (f"<div style='margin-left:24px'><b>state_dict()</b>: {len(s['state_dict'])} keys<br>"
-                f"<b>parameters()</b>: {s['parameter_count']} numbers (a shared parameter counts once)"
-                "<table style='font-size:12px'>" + keys + "</table></div>")
+        return (f"<div style='margin-left:16px;font-size:12px'><b>parameters()</b>: {s['parameter_count']} "
+                f"numbers<br>(a shared parameter counts once)<br><b>state_dict()</b>: {len(s['state_dict'])} keys"
+                "<table style='font-size:11px'>" + keys + "</table></div>")
 
 
 def _preview(t: torch.Tensor, n: int = 4) -> str:
