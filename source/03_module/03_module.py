@@ -1239,7 +1239,7 @@ for _ in range(25):
 # %% [markdown]
 # ## Exercise 5 — modes and conversions
 #
-# Four more walks, each a few lines:
+# A few more walks, each a few lines:
 #
 # - **`train(mode=True)`** sets `self.training = mode` on this module **and
 #   every module below it** (through `children()`, recursively), and returns
@@ -1463,8 +1463,8 @@ for _ in range(15):
 #
 # **`model(x)`** is `Module.__call__`, which runs `forward` — with **hooks**
 # around it, small functions that others attach to a module to watch or change
-# what goes through it (debuggers, profilers, the activation plots of the
-# widget below):
+# what goes through it (debuggers, profilers, the train-versus-eval comparison
+# of the widget below):
 #
 # - `register_forward_pre_hook(hook)`: before `forward`, `hook(module, args)`
 #   (`args` the tuple of positional arguments); if it returns something other
