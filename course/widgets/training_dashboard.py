@@ -40,6 +40,7 @@ OPTIMIZERS = {  # label -> (class name, keyword arguments besides lr, default lr
 }
 BATCH_SIZES = (16, 32, 64, 128)
 PIECES = ("SGD", "Adam", "AdamW", "cross_entropy", "TensorDataset", "DataLoader", "train_one_epoch", "evaluate")
+DARK = {"#1f77b4": "#0b3a5c", "#ff7f0e": "#8a3f00", "#2ca02c": "#11501a"}  # torch's dashes over your lines
 SERIES = [  # (key of a record, panel, colour)
     ("train_loss", "loss", "#1f77b4"),
     ("val_loss", "loss", "#ff7f0e"),
@@ -60,10 +61,25 @@ def _reference_nn():
     return picotorch
 
 
+class Stage:
+    """Names what your side is doing, so that an error can say where it came from."""
+    current = "your code"
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __enter__(self):
+        Stage.current = self.text
+
+    def __exit__(self, *exc):
+        return False
+
+
 def describe_error(e: BaseException) -> str:
+    where = f"{Stage.current} (in {_where(e)})"
     if isinstance(e, NotImplementedError):
-        return f"NotImplementedError in {_where(e)}: an exercise is not done yet"
-    return f"{type(e).__name__} in {_where(e)}: {e}"
+        return f"{where} raised NotImplementedError: an exercise is not done yet"
+    return f"{where} raised {type(e).__name__}: {e}"
 
 
 def _where(e: BaseException) -> str:
@@ -114,20 +130,26 @@ class YourSide:
     """The same run on your framework: your optimizer, loss, data set, loader, train_one_epoch, evaluate."""
 
     def __init__(self, config, data, state_dict, pieces, nn):
-        x_train, y_train, x_test, y_test = (nn.from_numpy(a.copy()) for a in data)
-        self.pieces = pieces
-        self.model = mlp(nn, config["hidden"])
-        self.model.load_state_dict(state_dict)
+        with Stage("picotorch's MLP (chapter 03)"):
+            x_train, y_train, x_test, y_test = (nn.from_numpy(a.copy()) for a in data)
+            self.pieces = pieces
+            self.model = mlp(nn, config["hidden"])
+            self.model.load_state_dict(state_dict)
         name, kwargs, _ = OPTIMIZERS[config["optimizer"]]
-        self.optimizer = pieces[name](self.model.parameters(), lr=config["lr"], **kwargs)
-        self.train = pieces["DataLoader"](pieces["TensorDataset"](x_train, y_train), batch_size=config["batch_size"],
-                                          shuffle=True, generator=torch.Generator().manual_seed(config["seed"]))
-        self.test = pieces["DataLoader"](pieces["TensorDataset"](x_test, y_test), batch_size=512)
+        with Stage(f"your {name}(model.parameters(), ...)"):
+            self.optimizer = pieces[name](self.model.parameters(), lr=config["lr"], **kwargs)
+        with Stage("your TensorDataset and DataLoader"):
+            self.train = pieces["DataLoader"](pieces["TensorDataset"](x_train, y_train),
+                                              batch_size=config["batch_size"], shuffle=True,
+                                              generator=torch.Generator().manual_seed(config["seed"]))
+            self.test = pieces["DataLoader"](pieces["TensorDataset"](x_test, y_test), batch_size=512)
 
     def epoch(self) -> tuple:
         loss_fn = self.pieces["cross_entropy"]
-        train_loss = self.pieces["train_one_epoch"](self.model, self.train, loss_fn, self.optimizer)
-        val_loss, accuracy = self.pieces["evaluate"](self.model, self.test, loss_fn)
+        with Stage("your train_one_epoch"):
+            train_loss = self.pieces["train_one_epoch"](self.model, self.train, loss_fn, self.optimizer)
+        with Stage("your evaluate"):
+            val_loss, accuracy = self.pieces["evaluate"](self.model, self.test, loss_fn)
         return float(train_loss), float(val_loss), float(accuracy)
 
 
@@ -195,15 +217,20 @@ class TrainingDashboard:
         state_dict = {k: v.detach().clone() for k, v in start.state_dict().items()}
         theirs = TorchSide(config, self.data, state_dict)
         yours = self._your_side(config, state_dict)
-        for epoch in range(1, config["epochs"] + 1):
-            self.message = f"training: epoch {epoch} of {config['epochs']} …"
-            self._render()
-            if yours is not None:
-                try:
-                    self.runs["yours"].append(self._timed(epoch, yours.epoch))
-                except Exception as e:  # a student's bug must not break the dashboard
-                    self.error, yours = describe_error(e), None
-            self.runs["torch"].append(self._timed(epoch, theirs.epoch))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one core each, as NumPy uses for these small matrices; a busy pool only waits
+        try:
+            for epoch in range(1, config["epochs"] + 1):
+                self.message = f"training: epoch {epoch} of {config['epochs']} …"
+                self._render()
+                if yours is not None:
+                    try:
+                        self.runs["yours"].append(self._timed(epoch, yours.epoch))
+                    except Exception as e:  # a student's bug must not break the dashboard
+                        self.error, yours = describe_error(e), None
+                self.runs["torch"].append(self._timed(epoch, theirs.epoch))
+        finally:
+            torch.set_num_threads(threads)
         self.message = f"done: {config['epochs']} epoch{'s' if config['epochs'] > 1 else ''}, " + \
             ("yours and torch's." if yours is not None else "torch's only.")
         self._render()
@@ -251,13 +278,15 @@ class TrainingDashboard:
         if not rows:
             self.table.value = ""
             return
-        cells = "".join(f"<tr><td>{side}</td><td>{n}</td><td>{seconds * 1000:.0f} ms</td><td>{acc:.1%}</td></tr>"
+        td = "<td style='padding:2px 14px 2px 0'>"
+        cells = "".join(f"<tr>{td}{side}</td>{td}{n}</td>{td}{seconds * 1000:.0f} ms</td>{td}{acc:.1%}</td></tr>"
                         for side, n, seconds, acc in rows)
         ratio = ""
         if len(rows) == 2 and rows[1][2] > 0:
             ratio = f"<p>time per epoch, yours / torch's: <b>{rows[0][2] / rows[1][2]:.2f}×</b></p>"
-        self.table.value = ("<table style='border-collapse:collapse'><tr><th>side</th><th>epochs</th>"
-                            "<th>time per epoch</th><th>test accuracy</th></tr>" + cells + "</table>" + ratio)
+        th = "<th style='padding:2px 14px 2px 0;text-align:left'>"
+        self.table.value = (f"<table style='border-collapse:collapse'><tr>{th}side</th>{th}epochs</th>"
+                            f"{th}time per epoch</th>{th}test accuracy</th></tr>" + cells + "</table>" + ratio)
 
 
 def _ticks(low: float, high: float, count: int = 4) -> list:
@@ -291,19 +320,29 @@ def panel_svg(runs: dict, keys: list, epochs: int, title: str, x0: float, width:
         y = py(v)
         parts.append(f"<line x1='{x0 + left - 4}' y1='{y:.1f}' x2='{x0 + width - right}' y2='{y:.1f}' stroke='#eee'/>")
         parts.append(f"<text x='{x0 + left - 6}' y='{y + 4:.1f}' font-size='10' text-anchor='end'>{v:.3g}</text>")
-    for e in sorted({1, n, *range(1, n + 1, max(1, n // 5))}):
+    step = max(1, math.ceil(n / 6))
+    marks = list(range(1, n + 1, step))
+    if n - marks[-1] > step / 2:
+        marks.append(n)
+    for e in marks:
         parts.append(f"<text x='{px(e):.1f}' y='{height - bottom + 14}' font-size='10' text-anchor='middle'>{e}</text>")
     parts.append(f"<text x='{x0 + (width + left) / 2:.1f}' y='{height - 4}' font-size='10' "
                  "text-anchor='middle'>epoch</text>")
-    for side, dash in (("yours", ""), ("torch", " stroke-dasharray='5 3'")):
+    # yours: a wide, light line with dots; torch's: a thin dashed dark line on top, so that when the two runs
+    # agree the dashes run along the middle of your line, and where they part, both show
+    for side in ("yours", "torch"):
         for key, colour in keys:
             points = [(px(r["epoch"]), py(r[key])) for r in runs[side] if math.isfinite(r[key])]
             if not points:
                 continue
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-            parts.append(f"<polyline class='{side} {key}' points='{path}' fill='none' stroke='{colour}' "
-                         f"stroke-width='{2.2 if side == 'yours' else 1.6}'{dash}/>")
-            parts.extend(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='2.2' fill='{colour}'/>" for x, y in points)
+            if side == "yours":
+                parts.append(f"<polyline class='{side} {key}' points='{path}' fill='none' stroke='{colour}' "
+                             "stroke-width='4' stroke-opacity='0.45' stroke-linejoin='round'/>")
+                parts.extend(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{colour}'/>" for x, y in points)
+            else:
+                parts.append(f"<polyline class='{side} {key}' points='{path}' fill='none' stroke='{DARK[colour]}' "
+                             "stroke-width='1.5' stroke-dasharray='5 3'/>")
     return "".join(parts)
 
 
@@ -316,11 +355,13 @@ def chart_svg(runs: dict, epochs: int) -> str:
     accuracy = panel_svg(runs, [(k, c) for k, p, c in SERIES if p == "accuracy"], epochs, "test accuracy", 350,
                          fixed=(math.floor(low * 20) / 20, 1.0))
     legend, x = [], 60
-    for label, colour, dash in [("train loss", "#1f77b4", ""), ("test loss", "#ff7f0e", ""),
-                                ("test accuracy", "#2ca02c", ""), ("yours", "#333", ""),
-                                ("torch", "#333", " stroke-dasharray='5 3'")]:
-        legend.append(f"<line x1='{x}' y1='{height - 6}' x2='{x + 22}' y2='{height - 6}' stroke='{colour}' "
-                      f"stroke-width='2'{dash}/><text x='{x + 26}' y='{height - 2}' font-size='11'>{label}</text>")
+    for label, style in [("train loss", "stroke='#1f77b4' stroke-width='3'"),
+                         ("test loss", "stroke='#ff7f0e' stroke-width='3'"),
+                         ("test accuracy", "stroke='#2ca02c' stroke-width='3'"),
+                         ("yours", "stroke='#555' stroke-width='4' stroke-opacity='0.45'"),
+                         ("torch", "stroke='#222' stroke-width='1.5' stroke-dasharray='5 3'")]:
+        legend.append(f"<line x1='{x}' y1='{height - 6}' x2='{x + 22}' y2='{height - 6}' {style}/>"
+                      f"<text x='{x + 26}' y='{height - 2}' font-size='11'>{label}</text>")
         x += 40 + 7 * len(label)
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 14}' "
             f"viewBox='0 0 {width} {height + 14}' font-family='sans-serif'>{loss}{accuracy}{''.join(legend)}</svg>")
