@@ -9,14 +9,14 @@
 # %% [markdown]
 # # Chapter 04 — Training
 #
-# Every training script in PyTorch is the same six lines:
+# Every training script in PyTorch is the same five lines:
 #
 # ```python
-# for x, y in loader:                 # DataLoader: a shuffled batch
-#     loss = loss_fn(model(x), y)     # forward and loss
-#     optimizer.zero_grad()           # forget the last step's gradients
-#     loss.backward()                 # autograd (chapter 02)
-#     optimizer.step()                # move the weights
+# for images, labels in loader:               # DataLoader: a shuffled batch
+#     optimizer.zero_grad()                   # forget the last step's gradients
+#     loss = loss_fn(model(images), labels)   # forward and loss
+#     loss.backward()                         # autograd (chapter 02)
+#     optimizer.step()                        # move the weights
 # ```
 #
 # You have the model (chapter 03) and the gradients (chapter 02). This chapter
