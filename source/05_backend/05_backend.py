@@ -1,0 +1,3062 @@
+# ---
+# jupyter:
+#   course:
+#     chapter: 05_backend
+#     title: Backend
+#     files: []
+#     native_code: true
+# ---
+
+# %% [markdown]
+# # Chapter 05 — Backend: a dispatcher and CUDA kernels of your own
+#
+# PyTorch is fast because `torch.add(x, y)` is not one function. It is a name
+# that the **dispatcher** looks up, by the device and dtype of the arguments, in
+# a table of **kernels**: one written for the CPU, one written for NVIDIA GPUs in
+# CUDA C, one for Apple GPUs... Your picotorch has only ever had the CPU kind
+# (NumPy). In this chapter you build the table, and a CUDA backend whose
+# kernels you write yourself:
+#
+# | piece | in torch | you build it in |
+# |---|---|---|
+# | `Device`: `"cpu"`, `"cuda:0"` | `torch.device` (`c10/core/Device.h`) | exercise 1 |
+# | the dispatcher: (op, device) → kernel | `c10/core/impl/OperatorEntry.cpp` | exercise 2 |
+# | `Tensor.to(device)` | `aten/src/ATen/native/TensorConversions.cpp` | exercise 3 |
+# | launch geometry: grid and block from sizes | every `<<<grid, block>>>` in `aten/src/ATen/native/cuda` | exercise 4 |
+# | `fill`, elementwise kernels, over any strides, broadcasting | `Fill.cu`, `Loops.cuh`, `TensorIterator` | exercises 5–8 |
+# | `sum` along a dim: shared-memory tree, warp shuffles | `Reduce.cuh` | exercises 9–10 |
+# | `matmul`: naive, tiled, register-blocked | cuBLAS (which torch calls) | exercises 11–13 |
+# | row `softmax`, numerically stable | `SoftMax.cu` | exercise 14 |
+# | an MLP trained on the device with your kernels | — | exercise 15 |
+#
+# **Where your kernels run.** A kernel here is CUDA C, compiled and launched by
+# `course.cuda.Kernel`. Given tensors that live on a GPU (`torch.cuda` tensors),
+# it compiles the kernel with NVRTC (through `cupy.RawKernel`) and launches it
+# on the GPU, on memory that torch's caching allocator owns. Given CPU tensors,
+# it runs the **same source** on the course's CUDA **emulator**: the kernel is
+# compiled with g++ and each CUDA thread becomes an OS thread. The emulator
+# checks more than a GPU does — an access just past a tensor, shared memory
+# touched by two threads with no `__syncthreads()` between them, a barrier not
+# every thread reaches — but it is slow, and it does not model warp lock-step,
+# the GPU's weak memory ordering or timing (`course.cuda.LIMITS` says it all).
+#
+# **A GPU is optional, and never pretended.** Without one, picotorch has no
+# `"cuda"` device: `x.to("cuda")` is an error that says so. What you get instead
+# is the device **`"emu"`**: tensors whose memory is ordinary CPU memory (owned
+# by a CPU torch tensor), but whose operations the dispatcher sends to the CUDA
+# backend — your kernels — which then run on the emulator. It is picotorch's own
+# device type, the way PyTorch lets an out-of-tree backend register one
+# (`PrivateUse1`), and it claims nothing: `x.device.type` is `"emu"`, never
+# `"cuda"`. Every exercise is graded here through the emulator; where a GPU is
+# present the tests run the same kernels on it and compare with `torch.cuda`.
+#
+# **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
+# followed by a test cell. Kernel exercises hold a CUDA C string with the two
+# lines `# YOUR CODE HERE` and `raise NotImplementedError()` inside the kernel:
+# replace them by your C code (until you do, the cell says the exercise is not
+# attempted). The visible tests are a first taste; at grading, hidden tests use
+# random shapes and layouts. `check("ex_fill")` re-runs one exercise's visible
+# tests; `check()` (last cell) checks the whole saved notebook as the grader will.
+#
+# **Your chapters 01–04.** `picotorch` in this folder is the course's reference
+# solution of chapters 01 to 04. To run this chapter on your own code instead,
+# run `course use-mine 05_backend` in a terminal (`course use-reference
+# 05_backend` to go back).
+
+# %%
+import numpy as np
+import torch
+
+from course import Checker, compare, inputs
+
+check = Checker("05_backend")
+
+# %% [markdown]
+# ## 1. What we start from
+#
+# The next cell imports chapters 01 to 04. Chapter 02 kept chapter 01's NumPy
+# methods in `KERNELS` and put autograd in front of them; in this chapter the
+# dispatcher takes their place, and they become the **CPU kernels** of its table.
+
+# %% reference=true
+import math
+
+import numpy as np
+import torch
+
+import picotorch.ch02_autograd as _autograd
+from course.cuda import CudaError, Kernel
+from course.cuda import Module as CudaModule
+from course.cuda.status import gpu_available
+from picotorch import (COMPARISONS, DEVICES, FLOAT_RESULT, KERNELS, LinearFunction, Storage, Tensor, add_methods,
+                       bool_, broadcast_shapes, can_cast, contiguous_strides, dense_strides_like, float32, float64,
+                       from_torch, int64, no_grad, parse_to, result_type, shape_arg, wrap_dim)
+from picotorch.ch01_tensor import _DTYPE_OF_TORCH, _TORCH_DTYPE
+from picotorch.ch02_autograd import _KERNEL_CALLS, Function
+
+UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
+BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")
+
+# %% [markdown]
+# ## Exercise 1 — `Device`
+#
+# A device is a **type** and an optional **index**: `"cuda:1"` is the second
+# GPU, `"cuda"` is "the current GPU" (no index), `"cpu"` is the CPU. Write
+# picotorch's `Device`, with `torch.device`'s rules, for the device types
+# picotorch has: `"cpu"`, `"cuda"` and `"emu"`.
+#
+# - `Device("cuda:1")`, `Device("cuda", 1)`, `Device("cpu")`; also
+#   `Device(other)` for a `Device` or a `torch.device`. The string must be a type
+#   alone, or a type, a colon and an index: digits only, no sign, no spaces, no
+#   leading zero (`"cuda:01"` is refused, `"cuda:0"` is fine). An index given
+#   both in the string and as the argument, or a negative index, is an error.
+#   All of these are `RuntimeError`s (with torch's messages, if you like); a
+#   string naming a device type picotorch does not have (`"mps"`, `"CUDA"`) too.
+# - `.type` and `.index` (`None` when not given).
+# - `str()` is `"cuda:1"` or `"cuda"`; `repr()` is
+#   `device(type='cuda', index=1)` or `device(type='cuda')`, as torch's.
+# - `Device("cuda") == Device("cuda:0")` is **False** (in torch too: one says
+#   "the current GPU", the other "GPU 0"); equal devices hash equally. Unlike
+#   `torch.device`, ours also equals the string or `torch.device` that names it
+#   (`Device("cpu") == "cpu"`), so that chapter 03's code comparing devices with
+#   `"cpu"` keeps working. (A string that names no device is simply not equal.)
+#
+# Real PyTorch: [`c10/core/Device.cpp`](https://github.com/pytorch/pytorch/blob/main/c10/core/Device.cpp).
+
+# %% solution="ex_device" reference=true
+DEVICE_TYPES = ("cpu", "cuda", "emu")
+
+
+class Device:
+    """A device: its type ("cpu", "cuda" or "emu") and index (None: the current one)."""
+
+    def __init__(self, type, index=None):
+        ### BEGIN SOLUTION
+        if isinstance(type, (Device, torch.device)):
+            if index is not None:
+                raise RuntimeError("Device(device, index): a device already has its index")
+            type, index = type.type, type.index
+            if type not in DEVICE_TYPES:
+                raise RuntimeError(f"picotorch has no device type {type!r}: it has {', '.join(DEVICE_TYPES)}")
+        elif isinstance(type, str):
+            text = type
+            if not text:
+                raise RuntimeError("Device string must not be empty")
+            name, colon, number = text.partition(":")
+            if not name or not all(c.isascii() and (c.isalpha() or c == "_") for c in name):
+                raise RuntimeError(f"Invalid device string: '{text}'")
+            if colon:
+                if not number or not number.isascii() or not number.isdigit() or (number[0] == "0" and len(number) > 1):
+                    raise RuntimeError(f"Invalid device string: '{text}'")
+                if index is not None:
+                    raise RuntimeError(f"type (string) must not include an index because index was passed "
+                                       f"explicitly: {text}")
+                index = int(number)
+            if name not in DEVICE_TYPES:
+                raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start of device "
+                                   f"string: {text}")
+            type = name
+        else:
+            raise TypeError(f"Device() takes a device string, a Device or a torch.device, not {type!r}")
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError(f"Device(): the index must be an int, not {index!r}")
+            if index < 0:
+                raise RuntimeError("Device index must not be negative")
+        self.type, self.index = type, index
+        ### END SOLUTION
+
+    def __str__(self) -> str:
+        ### BEGIN SOLUTION
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+        ### END SOLUTION
+
+    def __repr__(self) -> str:
+        ### BEGIN SOLUTION
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+        ### END SOLUTION
+
+    def __eq__(self, other) -> bool:
+        ### BEGIN SOLUTION
+        if isinstance(other, (str, torch.device)):
+            try:
+                other = Device(other)
+            except (RuntimeError, TypeError):
+                return False
+        if not isinstance(other, Device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index
+        ### END SOLUTION
+
+    def __hash__(self) -> int:
+        ### BEGIN SOLUTION
+        return hash((self.type, self.index))
+        ### END SOLUTION
+
+
+# %% tests="ex_device" points=2
+def torch_outcome(make):
+    """(torch.device or None, exception type or None)."""
+    try:
+        return make(), None
+    except Exception as e:
+        return None, type(e)
+
+
+def expect_device(*args, torch_args=None):
+    """Device(*args) against torch.device(*args): the same .type, .index, str and repr, or an error where torch
+    has one (and where torch names a device type picotorch does not have)."""
+    what = f"Device({', '.join(map(repr, args))})"
+    theirs, error = torch_outcome(lambda: torch.device(*(torch_args or args)))
+    if error is not None or theirs.type not in DEVICE_TYPES:
+        compare.assert_raises(RuntimeError, Device, what + (f" (torch gives {theirs!r}, a device type picotorch "
+                                                            "does not have)" if error is None else ""), *args)
+        return
+    ours = Device(*args)
+    compare.assert_equal((ours.type, ours.index), (theirs.type, theirs.index), f"{what}: (.type, .index)")
+    compare.assert_equal(str(ours), str(theirs), f"str({what})")
+    compare.assert_equal(repr(ours), repr(theirs), f"repr({what})")
+
+
+for args in [("cpu",), ("cuda",), ("cuda:0",), ("cuda:3",), ("cuda", 2), ("cpu:0",), ("cuda:01",), ("cuda:-1",),
+             ("cuda", -1), ("cuda:1", 1), ("gpu",), ("CUDA",), ("",), ("cuda:",), ("mps",)]:
+    expect_device(*args)
+expect_device(torch.device("cuda:2"))
+for a, b in [("cuda", "cuda:0"), ("cuda:0", "cuda:0"), ("cpu", "cuda"), ("cuda:1", "cuda:2")]:
+    compare.assert_equal(Device(a) == Device(b), torch.device(a) == torch.device(b), f"Device({a!r}) == Device({b!r})")
+assert hash(Device("cuda:1")) == hash(Device("cuda", 1)), "equal devices must hash equally (a dict key, a set)"
+assert Device("emu:1").type == "emu" and Device("emu:1").index == 1 and str(Device("emu", 0)) == "emu:0"
+assert Device("cpu") == "cpu" and Device("cuda:0") == torch.device("cuda:0") and not Device("cpu") == "cpu:"
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+PARTS = {"type": ["cpu", "cuda", "emu", "CUDA", "gpu", "mps", "meta", "cu da", "", "xla"],
+         "colon": [":", ":", ":", "", "", "::"],
+         "index": ["0", "1", "7", "12", "01", "-1", "+1", " 1", "", "x", "1.0", "00"]}
+for _ in range(150):
+    text = inputs.choice(PARTS["type"]) + inputs.choice(PARTS["colon"])
+    if text.endswith(":"):
+        text += inputs.choice(PARTS["index"])
+    index = inputs.choice([None, None, None, 0, 3, -2])
+    args = (text,) if index is None else (text, index)
+    if text.startswith("emu"):  # torch has no "emu": the same rules as for "cuda"
+        cuda = "cuda" + text[3:]
+        theirs, error = torch_outcome(lambda: torch.device(cuda, *args[1:]))
+        what = f"Device({', '.join(map(repr, args))}) (torch gives {'an error' if error else theirs!r} for {cuda!r})"
+        if error:
+            compare.assert_raises(RuntimeError, Device, what, *args)
+        else:
+            ours = Device(*args)
+            compare.assert_equal((ours.type, ours.index), ("emu", theirs.index), what)
+            compare.assert_equal(str(ours), str(theirs).replace("cuda", "emu"), f"str({what})")
+            compare.assert_equal(repr(ours), repr(theirs).replace("cuda", "emu"), f"repr({what})")
+    else:
+        expect_device(*args)
+for _ in range(60):
+    a, b = (inputs.choice(["cpu", "cuda", "cuda:0", "cuda:1", "cpu:0"]) for _ in range(2))
+    compare.assert_equal(Device(a) == Device(b), torch.device(a) == torch.device(b), f"Device({a!r}) == Device({b!r})")
+    compare.assert_equal(Device(a) != Device(b), torch.device(a) != torch.device(b), f"Device({a!r}) != Device({b!r})")
+    compare.assert_equal(Device(a) == b, Device(a) == Device(b), f"Device({a!r}) == {b!r} (a string)")
+    if torch.device(a) == torch.device(b):
+        assert hash(Device(a)) == hash(Device(b)), f"Device({a!r}) and Device({b!r}) are equal but hash differently"
+compare.assert_equal(len({Device("cuda:1"), Device("cuda", 1), Device("cuda"), Device("cpu")}), 3,
+                     "the number of distinct devices in {Device('cuda:1'), Device('cuda', 1), Device('cuda'), Device('cpu')}")
+compare.assert_equal(repr(Device(Device("emu:2"))), "device(type='emu', index=2)", "repr(Device(Device('emu:2')))")
+compare.assert_raises(RuntimeError, Device, "Device(torch.device('meta')) (a device type picotorch does not have)",
+                      torch.device("meta"))
+compare.assert_equal(Device("cpu") == "not a device", False, "Device('cpu') == 'not a device'")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. Tensors on a device
+#
+# A picotorch tensor is a view (shape, strides, offset) of a `Storage`. Until
+# now a storage was a NumPy array. On a device it is a `DeviceStorage` (given
+# below): a flat buffer whose memory is owned by a **torch tensor** on that
+# device —
+#
+# - on `"cuda"`, a `torch.cuda` tensor: the memory comes from torch's caching
+#   allocator, so your tensors and torch's live side by side on the GPU, and a
+#   kernel gets the address of its first element (`data_ptr()`);
+# - on `"emu"`, a CPU torch tensor: ordinary memory, which the kernels of the
+#   CUDA backend reach through the emulator.
+#
+# Everything that only looks at the layout — `view`, `transpose`, `expand`,
+# indexing — works unchanged on such a tensor. What touches values through
+# NumPy does not: `t.numpy()` on a device tensor is torch's `TypeError`, and
+# every operation must go through the dispatcher to a kernel of that device.
+#
+# The cell also gives `t.device` (a `Device` now), `t.to_torch()` (a torch view
+# of the same memory, on the same torch device), `torch_device(device)` (where a
+# picotorch device's memory lives, for torch) and `empty_on(shape, dtype,
+# device)`. On a machine without a GPU, `torch_device(Device("cuda"))` raises
+# `RuntimeError(NO_GPU)`.
+
+# %% reference=true
+try:
+    CPU = Device("cpu")
+except NotImplementedError:  # exercise 1 is not written yet: every device waits for it
+    CPU = None
+NO_GPU = ("picotorch has no 'cuda' device here: torch sees no CUDA GPU with cupy (torch.cuda.is_available() is "
+          f"{torch.cuda.is_available()}). Your CUDA kernels still run, on the emulator: use the device 'emu' (memory "
+          "on the CPU, every operation through the CUDA backend), e.g. x.to('emu').")
+for _name in ("cuda", "emu"):  # chapter 03's .to() checks device names against this list
+    if _name not in DEVICES:
+        DEVICES.append(_name)
+
+
+def torch_device(device) -> torch.device:
+    """Where the memory of a picotorch device lives, as a torch device: cuda:i on a GPU, the CPU for cpu and emu."""
+    device = Device(device)
+    if device.type == "cuda":
+        if not gpu_available():
+            raise RuntimeError(NO_GPU)
+        return torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class DeviceStorage:
+    """A flat, typed buffer on a device, in memory owned by `owner`: a 1-D torch tensor on that device."""
+
+    def __init__(self, owner: torch.Tensor, device: Device):
+        if owner.dim() != 1 or not owner.is_contiguous():
+            raise ValueError("a device storage is a flat (1-D, contiguous) torch tensor")
+        self.owner = owner
+        self.dtype = _DTYPE_OF_TORCH[owner.dtype]
+        self.device = device
+
+    def __len__(self) -> int:
+        return self.owner.numel()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return len(self) * self.element_size()
+
+    @property
+    def data(self):
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+
+    def __repr__(self):
+        return f"DeviceStorage({len(self)} x {self.dtype.name} on {self.device})"
+
+
+def wrap_torch(t: torch.Tensor, device) -> Tensor:
+    """A picotorch tensor over the memory of the torch tensor t (same shape, strides, offset), on `device`."""
+    device = Device(device)
+    if device.type == "cpu":
+        return from_torch(t)
+    n = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.detach().as_strided((n,), (1,), 0)
+    return Tensor(DeviceStorage(flat, device), tuple(t.shape), t.stride(), t.storage_offset())
+
+
+def empty_on(shape, dtype, device) -> Tensor:
+    """A new contiguous tensor of `shape` and `dtype` on `device`, its values undefined."""
+    shape = tuple(shape)
+    owner = torch.empty(math.prod(shape), dtype=_TORCH_DTYPE[dtype], device=torch_device(device))
+    return wrap_torch(owner.view(shape), device)
+
+
+if "_ch05_saved" not in vars(Tensor):  # chapter 01-04 methods this chapter replaces, kept once
+    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("to_torch", "item", "tolist", "backward", "_write")
+                          if name in vars(Tensor)}
+
+
+@add_methods(Tensor)
+class OnDevices:
+    @property
+    def device(self) -> Device:
+        storage = self._storage
+        return storage.device if isinstance(storage, DeviceStorage) else CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def to_torch(self) -> torch.Tensor:
+        """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
+        if isinstance(self._storage, DeviceStorage):
+            return self._storage.owner.as_strided(self._shape, self._stride, self._offset)
+        return Tensor._ch05_saved["to_torch"](self)
+
+    def item(self):
+        if isinstance(self._storage, DeviceStorage):
+            if self.numel() != 1:
+                raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+            return self.to_torch().item()  # on a GPU this waits for the kernels that compute it
+        return Tensor._ch05_saved["item"](self)
+
+    def tolist(self):
+        if isinstance(self._storage, DeviceStorage):
+            return self.to_torch().tolist()
+        return Tensor._ch05_saved["tolist"](self)
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> "Tensor":
+        return self.to("cuda" if device is None else Device("cuda", Device(device).index
+                                                            if not isinstance(device, int) else device))
+
+
+# %% [markdown]
+# ## Exercise 2 — the dispatcher
+#
+# The dispatcher is a table: for each **op** (`"add"`, `"sum"`, `"matmul"`...)
+# and each **backend**, the function that does the work on that backend's
+# memory — its kernel. Calling an op looks at the arguments, finds their device,
+# and calls the kernel registered for (op, that device's backend):
+#
+# ```python
+# @register_kernel("add", "cpu")
+# def add_cpu(a, b): ...          # NumPy
+#
+# @register_kernel("add", "cuda")
+# def add_cuda(a, b): ...         # launches a CUDA kernel
+#
+# dispatch("add", x, y)           # x, y on "emu" -> add_cuda(x, y)
+# ```
+#
+# The backend of a device is `DISPATCH_KEY[device.type]` (given): `"cpu"` for
+# the CPU, `"cuda"` for `"cuda"` **and for `"emu"`** — the emulator runs the
+# CUDA backend's kernels; that is the whole point of it.
+#
+# Write:
+#
+# - `register_kernel(op, *backends)`: a decorator that puts the function in
+#   `KERNEL_TABLE[(op, backend)]` for each backend, and returns it unchanged;
+# - `device_of(*args)`: the device of the **tensor** arguments (others, such as
+#   numbers, dims or op names, do not count): `CPU` when there is none, and
+#   torch's `RuntimeError` when they are on two different devices —
+#   `"Expected all tensors to be on the same device, but found at least two
+#   devices, emu and cpu!"`;
+# - `dispatch(op, *args, **kwargs)`: call the kernel of (op, the backend of
+#   `device_of(*args)`) with all the arguments, and return what it returns. An
+#   op with no kernel on that backend is a `NotImplementedError` — torch's
+#   words are `"Could not run 'aten::max' with arguments from the 'CUDA'
+#   backend"` — that names the op and the device.
+#
+# Then the given cell after the tests registers chapter 01's NumPy methods as
+# the CPU kernels and makes `KERNELS` (through which chapter 02's autograd
+# reaches every kernel) call `dispatch`. From then on, every operation of every
+# tensor goes through your dispatcher.
+#
+# Real PyTorch: [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h),
+# `computeDispatchKey` in [`c10/core/TensorOptions.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/TensorOptions.h),
+# and `TORCH_LIBRARY_IMPL(aten, CUDA, m)` in every `.cu` file of ATen.
+
+# %% solution="ex_dispatch" reference=true
+DISPATCH_KEY = {"cpu": "cpu", "cuda": "cuda", "emu": "cuda"}  # device type -> the backend whose kernels it runs
+KERNEL_TABLE = {}  # (op, backend) -> kernel
+
+
+def register_kernel(op: str, *backends: str):
+    """Decorator: the function is the kernel of `op` on each of `backends`."""
+    ### BEGIN SOLUTION
+    def put(kernel):
+        for backend in backends:
+            KERNEL_TABLE[(op, backend)] = kernel
+        return kernel
+    return put
+    ### END SOLUTION
+
+
+def device_of(*args) -> Device:
+    """The one device of the tensor arguments; CPU when there is no tensor."""
+    ### BEGIN SOLUTION
+    found = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.device
+            if found is None:
+                found = d
+            elif d != found:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                   f"{found} and {d}!")
+    return CPU if found is None else found
+    ### END SOLUTION
+
+
+def dispatch(op: str, *args, **kwargs):
+    """Run `op` with the kernel registered for the backend of the arguments' device."""
+    ### BEGIN SOLUTION
+    device = device_of(*args)
+    backend = DISPATCH_KEY[device.type]
+    kernel = KERNEL_TABLE.get((op, backend))
+    if kernel is None:
+        raise NotImplementedError(f"Could not run '{op}' with arguments from the '{backend}' backend (tensors on "
+                                  f"{device}): picotorch has no {backend} kernel for {op!r}")
+    return kernel(*args, **kwargs)
+    ### END SOLUTION
+
+
+# %% tests="ex_dispatch" points=3
+def fake_on(device: str, values=(1.0, 2.0)) -> Tensor:
+    """A picotorch tensor that says it is on `device` (its memory is a CPU torch tensor): for testing the table
+    without a GPU. Only the tests make these."""
+    return Tensor(DeviceStorage(torch.tensor(values), Device(device)), (len(values),), (1,), 0)
+
+
+class KernelFailure:
+    """`with launching(what):` turns an error of a kernel (it does not compile, a bad argument, an access out of
+    bounds, a data race) and an op with no kernel into a failed test that names what was run."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        # (A NotImplementedError without a message is an exercise not written yet: it stays what it is.)
+        if isinstance(error, CudaError) or isinstance(error, NotImplementedError) and str(error):
+            raise AssertionError(f"{self.what}: {type(error).__name__}: {error}") from None
+        return False
+
+
+launching = KernelFailure
+
+
+def expect_dispatch(op, args, backend, what, kwargs=None):
+    calls = []
+
+    def kernel(*a, **k):
+        calls.append((a, k))
+        return f"{op} on {backend}"
+
+    saved = dict(KERNEL_TABLE)
+    try:
+        KERNEL_TABLE.clear()
+        got_kernel = register_kernel(op, backend)(kernel)
+        assert got_kernel is kernel, "register_kernel(...) must return the function it decorates, unchanged"
+        with launching(what):
+            result = dispatch(op, *args, **(kwargs or {}))
+    finally:
+        KERNEL_TABLE.clear()
+        KERNEL_TABLE.update(saved)
+    compare.assert_equal(result, f"{op} on {backend}", f"{what}: what dispatch returns (the kernel's result)")
+    compare.assert_equal(len(calls), 1, f"{what}: how many times the kernel was called")
+    assert calls[0][0] == tuple(args) and calls[0][1] == (kwargs or {}), \
+        f"{what}: the kernel must get every argument of dispatch, unchanged"
+
+
+x_cpu, x_emu = from_torch(torch.tensor([1.0, 2.0])), fake_on("emu")
+expect_dispatch("add", (x_cpu, 2.0), "cpu", "dispatch('add', a CPU tensor, 2.0)")
+expect_dispatch("add", (x_emu, x_emu), "cuda", "dispatch('add', an emu tensor, an emu tensor)")
+expect_dispatch("sum", (x_emu, 0, True), "cuda", "dispatch('sum', an emu tensor, 0, True)")
+expect_dispatch("pow", (2.0, x_emu), "cuda", "dispatch('pow', 2.0, an emu tensor)")
+expect_dispatch("fill", (), "cpu", "dispatch('fill') with no tensor at all")
+compare.assert_equal(device_of(3, "add", x_emu, None), Device("emu"), "device_of(3, 'add', an emu tensor, None)")
+compare.assert_raises(RuntimeError, device_of, "device_of(a CPU tensor, an emu tensor)", x_cpu, x_emu)
+compare.assert_raises(NotImplementedError, dispatch, "dispatch('no such op', a CPU tensor)", "no such op", x_cpu)
+try:
+    dispatch("no such op", x_emu)
+except NotImplementedError as e:
+    assert "no such op" in str(e) and "emu" in str(e), f"the message must name the op and the device; it says: {e}"
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(40):
+    devices = [inputs.choice(["cpu", "emu", "emu:0", "cuda", "cuda:1"]) for _ in range(inputs.randint(1, 3))]
+    args = [fake_on(d) if d != "cpu" else from_torch(torch.ones(2)) for d in devices]
+    args += [inputs.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(inputs.randint(0, 2))]
+    order = list(range(len(args)))
+    inputs.choice([lambda: None])()
+    args = [args[i] for i in sorted(order, key=lambda i: inputs.randint(0, 9))]
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    distinct = []
+    for t in tensors:
+        if all(not (t.device.type == d.type and t.device.index == d.index) for d in distinct):
+            distinct.append(t.device)
+    what = f"dispatch('op', {', '.join(str(a.device) + ' tensor' if isinstance(a, Tensor) else repr(a) for a in args)})"
+    if len(distinct) > 1:
+        compare.assert_raises(RuntimeError, device_of, what.replace("dispatch('op', ", "device_of("), *args)
+        compare.assert_raises(RuntimeError, dispatch, what, "op", *args)
+    else:
+        expect_dispatch("op", tuple(args), DISPATCH_KEY[distinct[0].type], what, {"keepdim": True})
+        compare.assert_equal(device_of(*args), distinct[0], what.replace("dispatch('op', ", "device_of("))
+saved = dict(KERNEL_TABLE)
+try:
+    KERNEL_TABLE.clear()
+
+    @register_kernel("both", "cpu", "cuda")
+    def both(x):
+        return "both"
+
+    compare.assert_equal((KERNEL_TABLE.get(("both", "cpu")), KERNEL_TABLE.get(("both", "cuda"))), (both, both),
+                         "the table after @register_kernel('both', 'cpu', 'cuda')")
+    compare.assert_equal(dispatch("both", fake_on("cuda:1")), "both", "dispatch('both', a cuda:1 tensor)")
+    register_kernel("both", "cuda")(lambda x: "newer")
+    compare.assert_equal(dispatch("both", fake_on("emu")), "newer", "dispatch after registering a second kernel "
+                                                                    "for the same (op, backend): the newer one")
+    compare.assert_raises(NotImplementedError, dispatch, "dispatch('only_cpu', an emu tensor)", "only_cpu",
+                          fake_on("emu"))
+finally:
+    KERNEL_TABLE.clear()
+    KERNEL_TABLE.update(saved)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The dispatcher takes over. The next cell registers chapter 01's methods — kept
+# by chapter 02 in `KERNELS` — as the CPU kernels, and the layout-only ones
+# (views, indexing) for both backends; then `KERNELS` and chapter 02's
+# `_KERNEL_CALLS` call `dispatch`. It also gives the few methods that must know
+# about devices: `item`, `repr`, `backward()` of a scalar (whose starting
+# gradient of ones must be made on the right device), and chapter 03's in-place
+# writers (`copy_`, `fill_`, `uniform_`...), which on a device compute their
+# values on the CPU and copy them over.
+
+# %% reference=true
+if "_ch05_cpu_kernels" not in vars(Tensor):
+    Tensor._ch05_cpu_kernels = dict(Tensor._ch01_kernels)
+CPU_KERNELS = Tensor._ch05_cpu_kernels  # chapter 01's methods: the NumPy kernels
+VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
+         "as_strided")
+_VIEW_METHODS = {"getitem": "__getitem__"}
+
+
+def _cpu_binary(op):
+    def kernel(a, b):
+        if isinstance(a, Tensor):
+            return CPU_KERNELS["_binary"](a, op, b)
+        return CPU_KERNELS["_binary"](b, op, a, True)
+    return kernel
+
+
+for _op in UNARY_OPS:
+    register_kernel(_op, "cpu")((lambda op: lambda x: CPU_KERNELS["_unary"](x, op))(_op))
+for _op in BINARY_OPS:
+    register_kernel(_op, "cpu")(_cpu_binary(_op))
+for _op in ("sum", "mean", "max", "matmul", "clone", "contiguous"):
+    register_kernel(_op, "cpu")(CPU_KERNELS[_op])
+register_kernel("inplace", "cpu")(CPU_KERNELS["_inplace"])
+register_kernel("setitem", "cpu")(CPU_KERNELS["__setitem__"])
+register_kernel("repr", "cpu")(CPU_KERNELS["__repr__"])
+for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
+    register_kernel(_op, "cpu", "cuda")(CPU_KERNELS[_VIEW_METHODS.get(_op, _op)])
+
+
+def _dispatching(op):
+    return lambda *args: dispatch(op, *args)
+
+
+KERNELS.update({
+    "_unary": lambda x, op: dispatch(op, x),
+    "_binary": lambda a, op, b, reverse=False: dispatch(op, b, a) if reverse else dispatch(op, a, b),
+    "_inplace": lambda t, op, other: dispatch("inplace", t, op, other),
+    "__setitem__": lambda t, key, value: dispatch("setitem", t, key, value),
+    "__repr__": lambda t: dispatch("repr", t),
+    **{op: _dispatching(op) for op in ("sum", "mean", "max", "matmul", "clone", "contiguous")},
+    **{_VIEW_METHODS.get(op, op): _dispatching(op) for op in VIEWS},
+})
+_KERNEL_CALLS.update({op: KERNELS[op] for op in ("sum", "mean", "max", "matmul", "clone", "contiguous")})
+_KERNEL_CALLS.update({op: KERNELS[_VIEW_METHODS.get(op, op)] for op in VIEWS})
+
+
+def _device_repr(t: Tensor) -> str:
+    text = CPU_KERNELS["__repr__"](t.to("cpu"))
+    return f"{text[:-1]}, device='{t.device}')"
+
+
+register_kernel("repr", "cuda")(_device_repr)
+
+
+@register_kernel("full_like", "cpu")
+def _full_like_cpu(t: Tensor, value) -> Tensor:
+    return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
+
+
+def _cast(t, dtype):
+    """t in `dtype` (t itself when it has it): the engine's cast, on any device."""
+    return t if t.dtype is dtype else t.to(dtype)
+
+
+_autograd.cast = _cast  # chapter 02's engine casts gradients with it
+
+
+@add_methods(Tensor)
+class DeviceAwareMethods:
+    def backward(self, gradient=None, retain_graph: bool = False) -> None:
+        if gradient is None and self.device != CPU and self.requires_grad and self.numel() == 1:
+            gradient = dispatch("full_like", self, 1)
+        return Tensor._ch05_saved["backward"](self, gradient, retain_graph)
+
+    def _write(self, values, what: str):
+        if not isinstance(self._storage, DeviceStorage):
+            return Tensor._ch05_saved["_write"](self, values, what)
+        if _autograd.GradMode.enabled and self.requires_grad:
+            raise RuntimeError(f"{what} on a tensor that requires grad: picotorch's autograd does not record "
+                               "in-place operations; do it inside no_grad()")
+        if isinstance(values, (bool, int, float)):
+            dispatch("setitem", self, (), values)
+        else:  # computed on the CPU (random numbers, another tensor's values): copied over
+            source = torch.as_tensor(np.asarray(values, dtype=self.dtype.numpy)).expand(self.shape)
+            self.to_torch().copy_(source)
+        return self
+
+
+# %% [markdown]
+# ## Exercise 3 — `Tensor.to(device)`
+#
+# Moving a tensor to another device is a **copy between memories**: from the
+# CPU's to a GPU's over PCIe, or back. Torch does it with `cudaMemcpy` (when the
+# layout allows) and a copy kernel. Write:
+#
+# - `move(t, device)`: a new **contiguous** tensor on `device` with `t`'s
+#   values, shape and dtype. `t` may be on any device, in any layout (a
+#   transposed, sliced or expanded view). Let torch do the copy: `t.to_torch()`
+#   is a torch view of `t`'s memory; allocate the destination with
+#   `torch.empty(..., device=torch_device(device))` and `copy_` into it —
+#   `torch.Tensor.copy_` copies across devices and layouts — then wrap it with
+#   `wrap_torch(dest, device)`. (On `"emu"` the memory is the CPU's; the copy is
+#   still a copy: the new tensor shares nothing with `t`.)
+# - `Tensor.to(*args, **kwargs)`, which replaces chapter 03's: the arguments are
+#   read by chapter 03's `parse_to` (`to("emu")`, `to(float64)`,
+#   `to("cuda", float64)`, `to(device=..., dtype=...)`, `to(other_tensor)`),
+#   then:
+#   - the tensor **itself** when neither the device nor the dtype changes (as in
+#     torch: `x.to("cpu") is x` for a CPU tensor);
+#   - a dtype change with `ToDType.apply(t, dtype)` (given: it converts with the
+#     `"cast"` kernel of the tensor's device, and autograd sends the gradient
+#     back in the old dtype);
+#   - a device change with `ToDevice.apply(t, device)` (given: it calls your
+#     `move`, and autograd moves the gradient back).
+#
+#   When both change, convert on the CPU if either end is the CPU — first when
+#   `self` is on the CPU, last otherwise — and on the device when both ends are
+#   devices. (Your kernels will do the conversion on a device from exercise 7
+#   on; until then only the CPU has a `"cast"` kernel.)
+#
+# The given `cpu()` and `cuda()` call `to`. Without a GPU, `to("cuda")` fails in
+# `torch_device` with `NO_GPU`, which says what to use instead.
+
+# %% reference=true
+class ToDevice(Function):
+    """x.to(device): a copy on another device; the gradient goes back to x's device."""
+
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.source = x.device
+        return move(x, device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return move(grad, ctx.source), None
+
+
+class ToDType(Function):
+    """x.to(dtype): a converted copy on x's device; the gradient goes back converted to x's dtype (by the engine)."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        return dispatch("cast", x, dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+@register_kernel("cast", "cpu")
+def _cast_cpu(x: Tensor, dtype) -> Tensor:
+    return Tensor(Storage(x.numpy().astype(dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
+
+
+# %% solution="ex_to" reference=true
+def move(t: Tensor, device) -> Tensor:
+    """A contiguous copy of t's values in memory on `device`."""
+    ### BEGIN SOLUTION
+    source = t.to_torch()
+    dest = torch.empty(tuple(t.shape), dtype=source.dtype, device=torch_device(device))
+    dest.copy_(source)
+    return wrap_torch(dest, device)
+    ### END SOLUTION
+
+
+@add_methods(Tensor)
+class To:
+    def to(self, *args, **kwargs) -> "Tensor":
+        ### BEGIN SOLUTION
+        device, dtype = parse_to(*args, **kwargs)
+        device = self.device if device is None else Device(device)
+        torch_device(device)  # no GPU: the error that says so, before anything happens
+        out = self
+        if dtype is not None and self.device == CPU:
+            out = ToDType.apply(out, dtype) if dtype is not out.dtype else out
+        if device != out.device:
+            out = ToDevice.apply(out, device)
+        if dtype is not None and dtype is not out.dtype:
+            out = ToDType.apply(out, dtype)
+        return out
+        ### END SOLUTION
+
+
+# %% tests="ex_to" points=2
+GPU = gpu_available()
+DEVICE = "cuda" if GPU else "emu"                 # the device of this chapter's picotorch tests
+print(f"picotorch tests run on '{DEVICE}'" + ("" if GPU else " (no GPU here: the CUDA backend runs on the emulator)"))
+
+
+def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t's whole storage, viewed with t's exact shape, strides and offset (on t's device)."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return t.detach().as_strided((n,), (1,), 0).clone().as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def on_device(t: torch.Tensor, device=DEVICE) -> Tensor:
+    """A picotorch tensor on `device` with t's values and t's exact layout (over a copy of t's memory)."""
+    copy = same_layout_copy(t.to(torch_device(device)))
+    return wrap_torch(copy, device)
+
+
+def describe(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return f"the number {t!r}"
+    text = f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)}"
+    if t.dim() and not t.is_contiguous():
+        text += f" stride {t.stride()}"
+    return text
+
+
+def expect_moved(got, t: torch.Tensor, device, what):
+    assert isinstance(got, Tensor), f"{what} returned {type(got).__name__}, not a picotorch Tensor"
+    compare.assert_equal(str(got.device), str(Device(device)), f"{what}.device")
+    compare.assert_equal(got.is_contiguous(), True, f"{what}.is_contiguous()")
+    expected = t.detach().to(torch_device(device))
+    compare.assert_matches(got, expected, what)
+
+
+x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
+for source, target in [("cpu", "emu"), ("emu", "cpu"), ("emu", "emu"), ("cpu", "cpu")]:
+    for layout, view in [("", lambda t: t), (".T", lambda t: t.T), ("[:, ::2]", lambda t: t[:, ::2])]:
+        t = on_device(x, source)
+        src = view(t)
+        with launching(f"move(x{layout} on {source}, '{target}')"):
+            got = move(src, target)
+        expect_moved(got, view(x), target, f"move(x{layout} on {source}, '{target}')")
+        assert got.to_torch().data_ptr() != src.to_torch().data_ptr(), \
+            f"move(x{layout} on {source}, '{target}') shares memory with x: it must copy"
+xe = from_torch(x.clone()).to("emu")
+expect_moved(xe, x, "emu", "x.to('emu')")
+expect_moved(xe.to("cpu"), x, "cpu", "x.to('emu').to('cpu')")
+assert xe.to("emu") is xe and xe.to(device="emu", dtype=float32) is xe, "x.to(its own device and dtype) must be x itself"
+expect_moved(xe.to("cpu", float64), x.double(), "cpu", "x.to('emu').to('cpu', float64)")
+expect_moved(from_torch(x.clone()).to("emu", torch.float64), x.double(), "emu", "x.to('emu', torch.float64)")
+if not GPU:
+    compare.assert_raises(RuntimeError, from_torch(x).to, "x.to('cuda') without a GPU", "cuda")
+    try:
+        from_torch(x).to("cuda")
+    except RuntimeError as e:
+        assert "emu" in str(e), f"without a GPU, to('cuda') must say what to use instead; it says: {e}"
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(40):
+    t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(0, 3), allow_zero=True),
+                                          dtype=inputs.choice([torch.float32, torch.float64])))
+    if inputs.randint(0, 3) == 0:
+        t = (t * 3).to(inputs.choice([torch.int64, torch.bool]))
+    source, target = inputs.choice(["cpu", DEVICE]), inputs.choice(["cpu", DEVICE])
+    what = f"move(x, '{target}') where x: {describe(t)} on {source}"
+    ours = on_device(t, source)
+    expect_moved(move(ours, target), t, target, what)
+    if source == target:
+        assert ours.to(target) is ours, f"{what.replace('move(x, ', 'x.to(')} must be x itself (nothing changes)"
+    else:
+        expect_moved(ours.to(target), t, target, what.replace("move(x, ", "x.to("))
+    if t.is_floating_point() and "cpu" in (source, target):
+        other = inputs.choice([torch.float32, torch.float64, torch.int64])
+        if source == target and other == t.dtype:
+            continue
+        expect_moved(ours.to(target, other), t.to(other), target, f"x.to('{target}', {other}) where x: {describe(t)} on {source}")
+x = torch.randn(3, 4)
+leaf = from_torch(x.clone()).requires_grad_()
+y = leaf.to(DEVICE)
+assert y.device == Device(DEVICE) and y.grad_fn is not None, "x.to(device) of a tensor that requires grad must be recorded"
+g = torch.randn(3, 4)
+y.backward(on_device(g))
+compare.assert_matches(leaf.grad, g, f"x.grad after x.to('{DEVICE}').backward(g)")
+assert leaf.grad.device == CPU, "the gradient of a CPU leaf must come back to the CPU"
+e = from_torch(x.clone()).to(DEVICE)
+assert e.to("cpu").to(DEVICE) is not e and e.to(e) is e, "x.to(x) is x itself; a round trip is a new tensor"
+if GPU:
+    expect_moved(from_torch(x.clone()).cuda(), x, "cuda", "x.cuda()")
+    expect_moved(from_torch(x.clone()).to("cuda:0"), x, "cuda:0", "x.to('cuda:0')")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Kernels, and where they run
+#
+# A CUDA kernel is a C function that **every thread of a grid** runs at once.
+# The threads are grouped in **blocks** (up to 1024 threads each, which can
+# share fast on-chip memory and wait for each other), and a launch names how
+# many blocks (the **grid**) and how many threads per block (the **block**),
+# in up to three dimensions. Inside, each thread finds out who it is:
+#
+# ```c
+# blockIdx.x    // which block, 0 .. gridDim.x - 1
+# threadIdx.x   // which thread of its block, 0 .. blockDim.x - 1
+# long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;   // which element is mine
+# ```
+#
+# In Python, `Kernel(source, "name")` compiles a kernel, and calling it launches
+# it: `kernel(grid, block, args)`, where `args` are torch tensors (a kernel gets
+# a pointer to their first element, `data_ptr()`) and NumPy scalars of the
+# parameter's exact C type (`np.int64(n)` for a `long long`, `np.float32(v)`
+# for a `float`: a Python float would arrive as a double, and the kernel would
+# read garbage). Launched on `torch.cuda` tensors it runs on the GPU, on CPU
+# tensors on the emulator; a wrong argument, an access past a tensor or a race
+# is an error that says where, in your C.
+#
+# The given cell below has what every kernel exercise uses:
+#
+# - `cuda_source(text)`: your kernel's text, checked to be written;
+# - `Kernels(source)`: a source of **template** kernels, compiled on first use
+#   (with the other instantiations the backend will need, in one go):
+#   `FILL("fill", "float")` is the `Kernel` of `fill<float>`. Templates are how
+#   one C source serves every dtype
+#   (torch's kernels do the same, which is one reason `libtorch_cuda.so` is over
+#   a gigabyte);
+# - `C_TYPES[torch_dtype]` (`"float"`, `"double"`, `"long long"`, `"bool"`) and
+#   `scalar(value, torch_dtype)`, the NumPy scalar of that C type;
+# - the **operation families** of the elementwise kernels (exercises 6–8):
+#   `F::apply(op, a, b)` computes operation number `op` of `a` and `b` (`b` is
+#   ignored by unary ops), for `F` one of `Arith` (`+ - * / pow maximum neg abs
+#   exp log sqrt relu sigmoid tanh`, result of the inputs' type), `Compare`
+#   (`== != < <= > >=`, result `bool`) and `Cast` (`a` itself, converted by the
+#   assignment to the output's type). `OPS_SOURCE` is appended after your
+#   source (so that its line numbers stay yours); `family(op)` and
+#   `OP_CODES[op]` give `F` and `op` for an op name.
+
+# %% reference=true
+C_TYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "long long", torch.bool: "bool"}
+NUMPY_TYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.int64: np.int64, torch.bool: np.bool_}
+MATMULS = {}  # "naive", "tiled", "blocked" -> your matmul launchers, as exercises 11 to 13 define them
+MAX_BLOCKS = 1024  # the most blocks a grid-stride kernel of the backend launches: a few waves of an H200's 132 SMs
+
+ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+OP_CODES = {**{op: i for i, op in enumerate(ARITH)}, **{op: i for i, op in enumerate(COMPARE)}, "copy": 0}
+OPS_SOURCE = r"""
+// ---- given: the operation families of the elementwise kernels (appended after your source) ----
+__device__ inline float op_exp(float a) { return expf(a); }
+__device__ inline double op_exp(double a) { return exp(a); }
+template <typename T> __device__ inline T op_exp(T a) { return T(exp((double)a)); }
+__device__ inline float op_log(float a) { return logf(a); }
+__device__ inline double op_log(double a) { return log(a); }
+template <typename T> __device__ inline T op_log(T a) { return T(log((double)a)); }
+__device__ inline float op_sqrt(float a) { return sqrtf(a); }
+__device__ inline double op_sqrt(double a) { return sqrt(a); }
+template <typename T> __device__ inline T op_sqrt(T a) { return T(sqrt((double)a)); }
+__device__ inline float op_tanh(float a) { return tanhf(a); }
+__device__ inline double op_tanh(double a) { return tanh(a); }
+template <typename T> __device__ inline T op_tanh(T a) { return T(tanh((double)a)); }
+__device__ inline float op_pow(float a, float b) { return powf(a, b); }
+__device__ inline double op_pow(double a, double b) { return pow(a, b); }
+template <typename T> __device__ inline T op_pow(T a, T b) {  // an integer power, by squaring
+  if (b < 0) return a == 1 ? T(1) : (a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0));
+  T result = 1;
+  for (; b > 0; b >>= 1, a *= a)
+    if (b & 1) result *= a;
+  return result;
+}
+
+struct Arith {  // add sub mul div pow maximum neg abs exp log sqrt relu sigmoid tanh
+  template <typename T> __device__ static T apply(int op, T a, T b) {
+    switch (op) {
+      case 0: return a + b;
+      case 1: return a - b;
+      case 2: return a * b;
+      case 3: return a / b;
+      case 4: return op_pow(a, b);
+      case 5: return a != a ? a : (b != b ? b : (a > b ? a : b));
+      case 6: return -a;
+      case 7: return a < T(0) ? -a : a;
+      case 8: return op_exp(a);
+      case 9: return op_log(a);
+      case 10: return op_sqrt(a);
+      case 11: return a < T(0) ? T(0) : a;
+      case 12: return T(1) / (T(1) + op_exp(-a));
+      default: return op_tanh(a);
+    }
+  }
+};
+
+struct Compare {  // eq ne lt le gt ge
+  template <typename T> __device__ static bool apply(int op, T a, T b) {
+    switch (op) {
+      case 0: return a == b;
+      case 1: return a != b;
+      case 2: return a < b;
+      case 3: return a <= b;
+      case 4: return a > b;
+      default: return a >= b;
+    }
+  }
+};
+
+struct Cast {  // a itself: the assignment converts it to the output's type
+  template <typename T> __device__ static T apply(int, T a, T) { return a; }
+};
+"""
+
+
+def family(op: str) -> str:
+    """The operation family (a struct of OPS_SOURCE) that computes `op`."""
+    return "Arith" if op in ARITH else "Compare" if op in COMPARE else "Cast"
+
+
+def scalar(value, dtype: torch.dtype):
+    """`value` as the NumPy scalar of the C type that holds `dtype`, as a kernel parameter must be passed."""
+    return NUMPY_TYPES[dtype](value)
+
+
+def cuda_source(text: str) -> str:
+    """The CUDA C of an exercise; NotImplementedError while it still holds the lines put in place of the solution.
+    (The course's own copy marks its solution with nbgrader's two marker lines: blank lines to C.)"""
+    if "raise NotImplementedError()" in text:
+        raise NotImplementedError("this kernel is not written yet: replace the lines `# YOUR CODE HERE` and "
+                                  "`raise NotImplementedError()` inside it by your CUDA C")
+    return "\n".join("" if line.strip() in _MARKERS else line for line in text.split("\n"))
+
+
+_MARKERS = {f"### {word} SOLUTION" for word in ("BEGIN", "END")}
+
+
+ALL_C_TYPES = ("float", "double", "long long", "bool")
+FAMILY_TYPES = {  # the (To, From) instantiations of each family that the backend uses
+    "Arith": [("float", "float"), ("double", "double"), ("long long", "long long")],
+    "Compare": [("bool", "float"), ("bool", "double"), ("bool", "long long")],
+    "Cast": [(to, source) for to in ALL_C_TYPES for source in ALL_C_TYPES],
+}
+
+
+def compiled_together(name: str, types: tuple) -> list:
+    """The instantiations compiled with name<types>, in one compilation: for the elementwise kernels, every
+    one of its family; for the others, every dtype they take."""
+    if name.startswith("map_"):
+        return [(*pair, types[2]) for pair in FAMILY_TYPES.get(types[2], [])]
+    if name == "fill":
+        return [(t,) for t in ALL_C_TYPES]
+    if types in (("float",), ("double",)):
+        return [("float",), ("double",)]
+    return []
+
+
+class Kernels:
+    """The kernels of one CUDA C source (with OPS_SOURCE after it), compiled on first use: the instantiation
+    asked for with those `compiled_together` lists, in one compilation (a compilation costs about a second on
+    the emulator's g++, and not much more for a few instantiations than for one)."""
+
+    def __init__(self, source: str, extra: str = OPS_SOURCE):
+        self.source = source + extra
+        self._compiled = {}
+
+    def __call__(self, name: str, *types: str) -> Kernel:
+        """The Kernel name<types...> (or `name` itself, for a kernel that is not a template)."""
+        expression = f"{name}<{', '.join(types)}>" if types else name
+        kernel = self._compiled.get(expression)
+        if kernel is None:
+            group = [expression] + [f"{name}<{', '.join(t)}>" for t in compiled_together(name, types) if t != types]
+            module = CudaModule(self.source, group)
+            for e in group:
+                self._compiled.setdefault(e, module.get_function(e))
+            kernel = self._compiled[expression]
+        return kernel
+
+
+# %% [markdown]
+# ## Exercise 4 — launch geometry
+#
+# Before any kernel, the arithmetic of a launch. For `n` elements and `threads`
+# threads per block, one element per thread needs ⌈n / threads⌉ blocks. The last
+# block is usually **ragged**: some of its threads have no element, and the
+# kernel must check (`if (i < n)`) before touching memory. Nothing at all to do
+# (`n == 0`) is no launch: a GPU refuses a grid of zero blocks.
+#
+# ```
+# n = 10, threads = 4:   block 0        block 1        block 2
+#                        0  1  2  3 |   4  5  6  7 |   8  9  -  -     <- two idle threads
+# ```
+#
+# A huge tensor would need a huge grid, and a GPU runs only so many blocks at a
+# time anyway, so kernels often launch at most `max_blocks` blocks and let each
+# thread do several elements, one grid apart (a **grid-stride loop**, exercise
+# 6): thread `i` does `i`, `i + grid_size`, `i + 2 * grid_size`...
+#
+# Write:
+#
+# - `launch_1d(n, threads=256, max_blocks=None)`: `((blocks,), (threads,))`
+#   with ⌈n / threads⌉ blocks, but no more than `max_blocks` (when given) nor
+#   than `2**31 - 1`, the most a grid has in x; `None` for `n == 0`. A `threads`
+#   outside 1..1024 (the most a block has) is a `ValueError`.
+# - `launch_2d(rows, cols, block=(16, 16))`: the grid for a `rows × cols` output
+#   with one thread per element, `x` across the columns and `y` down the rows:
+#   `((⌈cols / block[0]⌉, ⌈rows / block[1]⌉), block)`; `None` when there is
+#   nothing to compute. A grid has at most 65535 blocks in `y`: more is a
+#   `ValueError`.
+#
+# Compute ceilings with integers, `(n + threads - 1) // threads`: a float
+# division rounds `n` above 2**53.
+
+# %% solution="ex_launch" reference=true
+def launch_1d(n: int, threads: int = 256, max_blocks: int = None):
+    """((blocks,), (threads,)) covering n elements, one per thread (up to max_blocks blocks); None for n == 0."""
+    ### BEGIN SOLUTION
+    if not 1 <= threads <= 1024:
+        raise ValueError(f"a block has 1 to 1024 threads, not {threads}")
+    if n == 0:
+        return None
+    blocks = min((n + threads - 1) // threads, 2**31 - 1)
+    if max_blocks is not None:
+        blocks = min(blocks, max_blocks)
+    return (blocks,), (threads,)
+    ### END SOLUTION
+
+
+def launch_2d(rows: int, cols: int, block=(16, 16)):
+    """((blocks in x, blocks in y), block) covering a rows x cols output, one thread per element; None if empty."""
+    ### BEGIN SOLUTION
+    bx, by = block
+    if rows == 0 or cols == 0:
+        return None
+    grid = ((cols + bx - 1) // bx, (rows + by - 1) // by)
+    if grid[1] > 65535:
+        raise ValueError(f"{rows} rows need {grid[1]} blocks in y; a grid has at most 65535")
+    return grid, tuple(block)
+    ### END SOLUTION
+
+
+# %% tests="ex_launch" points=2
+OWNERS = r"""
+// Who computes element i: block_of[i], thread_of[i], and how many threads did (count[i]).
+extern "C" __global__ void owners_1d(int* block_of, int* thread_of, int* count, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+        block_of[i] = blockIdx.x;
+        thread_of[i] = threadIdx.x;
+        atomicAdd(&count[i], 1);
+    }
+}
+
+extern "C" __global__ void owners_2d(int* block_of, int* count, int rows, int cols) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows && col < cols) {
+        block_of[row * cols + col] = blockIdx.y * gridDim.x + blockIdx.x;
+        atomicAdd(&count[row * cols + col], 1);
+    }
+}
+"""
+KERNEL_DEVICE = "cuda" if GPU else "cpu"  # where the kernel tests put their torch tensors (cpu: the emulator)
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def expect_1d(n, threads=256, max_blocks=None):
+    what = f"launch_1d({n}, threads={threads}, max_blocks={max_blocks})"
+    got = launch_1d(n, threads, max_blocks)
+    if n == 0:
+        assert got is None, f"{what} returned {got!r}; with nothing to do there is no launch (None)"
+        return
+    blocks = min(ceil_div(n, threads), max_blocks or 2**31 - 1, 2**31 - 1)
+    compare.assert_equal(got, ((blocks,), (threads,)), what)
+
+
+def expect_2d(rows, cols, block=(16, 16)):
+    what = f"launch_2d({rows}, {cols}, block={block})"
+    got = launch_2d(rows, cols, block)
+    if rows == 0 or cols == 0:
+        assert got is None, f"{what} returned {got!r}; an empty output needs no launch (None)"
+        return
+    compare.assert_equal(got, ((ceil_div(cols, block[0]), ceil_div(rows, block[1])), tuple(block)), what)
+
+
+def expect_every_element_once(n, threads, max_blocks=None):
+    """Launch owners_1d with your geometry: every element computed by exactly one thread."""
+    geometry = launch_1d(n, threads, max_blocks)
+    count = torch.zeros(n, dtype=torch.int32, device=KERNEL_DEVICE)
+    block_of, thread_of = torch.full_like(count, -1), torch.full_like(count, -1)
+    Kernel(OWNERS, "owners_1d")(*geometry, (block_of, thread_of, count, np.int64(n)))
+    twice = int((count != 1).sum())
+    assert twice == 0, (f"launch_1d({n}, {threads}, {max_blocks}) = {geometry}: {twice} of the {n} elements were "
+                        f"computed by {'no' if int(count.min()) == 0 else 'more than one'} thread")
+
+
+for n in [1, 255, 256, 257, 1000, 0]:
+    expect_1d(n)
+expect_1d(10, threads=4)
+expect_1d(10**6, threads=128, max_blocks=8)
+expect_1d(2**40, threads=1024)
+compare.assert_raises(ValueError, launch_1d, "launch_1d(10, threads=2048)", 10, 2048)
+for rows, cols in [(1, 1), (16, 16), (17, 33), (5, 0), (100, 3)]:
+    expect_2d(rows, cols)
+expect_2d(40, 30, (32, 8))
+compare.assert_raises(ValueError, launch_2d, "launch_2d(2**21, 4) (more than 65535 blocks in y)", 2**21, 4)
+expect_every_element_once(1000, 128)
+expect_every_element_once(1000, 64, max_blocks=3)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(200):
+    threads = inputs.choice([1, 32, 64, 100, 128, 256, 512, 1024])
+    n = inputs.choice([0, 1, threads - 1, threads, threads + 1, inputs.randint(1, 10**6), inputs.randint(1, 2**45),
+                       (2**31 - 1) * threads + inputs.randint(1, 5000)])
+    expect_1d(max(n, 0), threads, inputs.choice([None, None, 1, 7, 1024]))
+for bad in [0, -5, 1025, 4096]:
+    compare.assert_raises(ValueError, launch_1d, f"launch_1d(100, threads={bad})", 100, bad)
+for _ in range(100):
+    block = inputs.choice([(16, 16), (32, 8), (8, 8), (32, 32), (1, 1), (64, 4)])
+    expect_2d(inputs.choice([0, 1, inputs.randint(1, 500), 65535 * block[1]]), inputs.choice([0, 1, inputs.randint(1, 5000)]), block)
+for _ in range(3):
+    threads = inputs.choice([32, 64, 128])
+    expect_every_element_once(inputs.randint(1, 700), threads, inputs.choice([None, 2, 5]))
+rows, cols = inputs.randint(1, 40), inputs.randint(1, 40)
+geometry = launch_2d(rows, cols, (8, 8))
+count = torch.zeros(rows * cols, dtype=torch.int32, device=KERNEL_DEVICE)
+Kernel(OWNERS, "owners_2d")(*geometry, (torch.full_like(count, -1), count, np.int32(rows), np.int32(cols)))
+assert bool((count == 1).all()), f"launch_2d({rows}, {cols}, (8, 8)) = {geometry} leaves elements out"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 5 — `fill`: your first kernel
+#
+# `fill<T>(out, value, n)` writes `value` into the `n` elements of the
+# contiguous `out`, one element per thread. Write its body — which element is
+# this thread's, and the bound check for the ragged last block — and
+# `launch_fill(out, value)`, which launches it on a torch tensor: with
+# `launch_1d`, no launch for an empty tensor, the kernel of `out`'s C type
+# (`FILL("fill", C_TYPES[out.dtype])`), and every argument of the exact type of
+# its parameter (`scalar(value, out.dtype)`, `np.int64(n)`).
+#
+# The tests fill tensors that hold poison (NaN) and check that no element still
+# does; they also read the memory around the tensor, which must not change. On
+# the emulator an access just past a tensor stops the launch with the line that
+# made it.
+#
+# The given code after your function registers it: on a device, `ones`,
+# `backward()`'s starting gradient and friends call it.
+
+# %% solution="ex_fill" reference=true
+FILL = Kernels(cuda_source(r"""
+template <typename T>
+__global__ void fill(T* out, T value, long long n) {
+    ### BEGIN SOLUTION
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = value;
+    ### END SOLUTION
+}
+"""))
+
+
+def launch_fill(out: torch.Tensor, value) -> None:
+    """Every element of the contiguous tensor `out` (on a GPU, or the CPU: the emulator) = value."""
+    ### BEGIN SOLUTION
+    geometry = launch_1d(out.numel())
+    if geometry is not None:
+        FILL("fill", C_TYPES[out.dtype])(*geometry, (out, scalar(value, out.dtype), np.int64(out.numel())))
+    ### END SOLUTION
+
+
+@register_kernel("full_like", "cuda")
+def full_like_cuda(t: Tensor, value) -> Tensor:
+    out = empty_on(t.shape, t.dtype, t.device)
+    launch_fill(out.to_torch(), value)
+    return out
+
+
+# %% tests="ex_fill" points=2
+def poisoned(shape, dtype=torch.float32, device=KERNEL_DEVICE, margin=0):
+    """(out, whole): `out` of `shape`, full of poison, inside `whole`, a buffer with `margin` poisoned elements
+    on each side, so that a test sees both unwritten elements and writes outside the tensor."""
+    n = math.prod(shape)
+    if dtype == torch.bool:  # a bool has no poison value: bytes 0xAB, which a kernel that writes turns to 0 or 1
+        whole = torch.full((n + 2 * margin,), 0xAB, dtype=torch.uint8, device=device)
+        return whole[margin:margin + n].view(torch.bool).view(shape), whole
+    whole = torch.full((n + 2 * margin,), float("nan") if dtype.is_floating_point else -77777, dtype=dtype,
+                       device=device)
+    return whole[margin:margin + n].view(shape), whole
+
+
+def unwritten(out: torch.Tensor) -> torch.Tensor:
+    """Where `out` still holds poison."""
+    if out.dtype in (torch.bool, torch.uint8):
+        return out.view(torch.uint8) == 0xAB
+    return torch.isnan(out) if out.dtype.is_floating_point else out == -77777
+
+
+def expect_written(out: torch.Tensor, expected: torch.Tensor, what: str, **tolerance):
+    poison_expected = torch.zeros_like(expected, dtype=torch.bool) if expected.dtype == torch.bool else unwritten(expected)
+    missed = unwritten(out) & ~poison_expected
+    if bool(missed.any()):
+        first = tuple(int(i) for i in missed.nonzero()[0]) if out.dim() else ()
+        raise AssertionError(f"{what}: {int(missed.sum())} of the {out.numel()} output elements were never written "
+                             f"(they still hold the poison the test put there), the first at index {first}: a "
+                             f"block, a thread or the tail of a loop missed them{inputs.replay_hint()}")
+    compare.assert_matches(out, expected, what, **tolerance)
+
+
+def expect_untouched(whole: torch.Tensor, margin: int, what: str):
+    if margin and not (bool(unwritten(whole[:margin]).all()) and bool(unwritten(whole[-margin:]).all())):
+        raise AssertionError(f"{what}: the kernel wrote outside the tensor (into the {margin} elements around it): "
+                             f"is a bound check missing?{inputs.replay_hint()}")
+
+
+def expect_fill(shape, value, dtype=torch.float32, margin=16):
+    what = f"launch_fill(out, {value!r}) where out: {str(dtype).replace('torch.', '')} {tuple(shape)} on {KERNEL_DEVICE}"
+    out, whole = poisoned(shape, dtype, margin=margin)
+    with launching(what):
+        launch_fill(out, value)
+    expect_written(out, torch.full(shape, value, dtype=dtype, device=KERNEL_DEVICE), what)
+    expect_untouched(whole, margin, what)
+
+
+for shape, value in [((1000,), 2.5), ((1,), -1.0), ((3, 5), 0.0), ((256,), 7.0), ((257,), 1.5), ((0,), 3.0)]:
+    expect_fill(shape, value)
+expect_fill((300,), 0.25, torch.float64)
+expect_fill((33,), 12, torch.int64)
+expect_fill((20,), True, torch.bool)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(12):
+    dtype = inputs.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
+    value = {torch.int64: inputs.randint(-10**12, 10**12), torch.bool: inputs.choice([True, False])}.get(
+        dtype, inputs.choice([0.0, -2.5, 1e30, 3.0]))
+    n = inputs.choice([1, 255, 256, 257, 511, inputs.randint(1, 3000)])
+    expect_fill((n,), value, dtype)
+expect_fill((2, 0, 3), 1.0)
+e = from_torch(torch.zeros(5)).to(DEVICE)
+ones = dispatch("full_like", e, 1)
+compare.assert_equal(str(ones.device), str(e.device), f"dispatch('full_like', a tensor on {DEVICE}, 1).device")
+compare.assert_matches(ones, torch.ones(5, device=torch_device(DEVICE)), f"dispatch('full_like', a tensor on {DEVICE}, 1)")
+if GPU and torch.cuda.mem_get_info()[0] > 3 * 2**30:  # for real: more elements than a 32-bit index reaches
+    n = 2**31 + 4096
+    big = torch.zeros(n, dtype=torch.bool, device="cuda")
+    with launching(f"launch_fill(out, True) of {n} bool elements"):
+        launch_fill(big, True)
+    missed = int((~big).sum())
+    del big
+    assert missed == 0, (f"launch_fill on {n} elements (more than 2**31) left {missed} unwritten: is the "
+                         "element's index computed in 32 bits?")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 6 — elementwise on contiguous tensors: a grid-stride loop, in 64 bits
+#
+# One kernel serves **every** elementwise operation: `map_contiguous<To, From,
+# F>(out, a, b, op, n)` sets `out[i] = F::apply(op, a[i], b[i])` for every
+# `i < n` (unary ops get `a` twice and ignore `b`). Its launch has at most
+# `max_blocks` blocks, so each thread takes elements one **grid** apart:
+#
+# ```c
+# for (long long i = first; i < n; i += step)   // step = all the threads of the grid
+# ```
+#
+# This is torch's own pattern (`aten/src/ATen/native/cuda/Loops.cuh`): with a
+# grid of a fixed size, consecutive threads read consecutive addresses (the
+# GPU merges them into few memory transactions), and one launch handles any `n`.
+#
+# **64 bits.** `blockIdx.x`, `blockDim.x` and `threadIdx.x` are 32-bit
+# `unsigned int`s, and so is their product: `blockIdx.x * blockDim.x` wraps
+# around at 2**32 (and an `int i` at 2**31), silently, in tensors of more than
+# two billion elements — an H200 holds 35 billion floats. Convert to `long long`
+# **before** multiplying. Write the two helpers, which the tests also call with
+# huge values:
+#
+# - `first_index(block, threads, thread)`: the index of the first element of
+#   thread `thread` of block `block` (blocks of `threads` threads);
+# - `grid_step(threads, blocks)`: how many threads the grid has;
+#
+# the kernel, and `launch_map(op, out, a, b=None, max_blocks=MAX_BLOCKS)` for
+# contiguous torch tensors of one shape (`b=None` for a unary op): the kernel
+# `MAP("map_contiguous", C_TYPES[out.dtype], C_TYPES[a.dtype], family(op))`,
+# the op's number `np.int32(OP_CODES[op])`, no launch when there is nothing to
+# do.
+
+# %% solution="ex_map" reference=true
+MAP = Kernels(cuda_source(r"""
+__device__ long long first_index(unsigned int block, unsigned int threads, unsigned int thread) {
+    ### BEGIN SOLUTION
+    return (long long)block * threads + thread;
+    ### END SOLUTION
+}
+
+__device__ long long grid_step(unsigned int threads, unsigned int blocks) {
+    ### BEGIN SOLUTION
+    return (long long)threads * blocks;
+    ### END SOLUTION
+}
+
+template <typename To, typename From, typename F>
+__global__ void map_contiguous(To* out, const From* a, const From* b, int op, long long n) {
+    ### BEGIN SOLUTION
+    long long step = grid_step(blockDim.x, gridDim.x);
+    for (long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+        out[i] = (To)F::apply(op, a[i], b[i]);
+    ### END SOLUTION
+}
+"""))
+
+
+def launch_map(op: str, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor = None, max_blocks: int = MAX_BLOCKS):
+    """out = op(a, b) (or op(a)), elementwise, for contiguous tensors of one shape."""
+    ### BEGIN SOLUTION
+    geometry = launch_1d(out.numel(), max_blocks=max_blocks)
+    if geometry is None:
+        return
+    kernel = MAP("map_contiguous", C_TYPES[out.dtype], C_TYPES[a.dtype], family(op))
+    kernel(*geometry, (out, a, a if b is None else b, np.int32(OP_CODES[op]), np.int64(out.numel())))
+    ### END SOLUTION
+
+
+# %% tests="ex_map" points=3
+TORCH_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+             "maximum": torch.maximum, "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
+             "sqrt": torch.sqrt, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+             "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+             "copy": lambda a: a}
+UNARY = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "copy")
+
+
+def operands(op, shape, dtype, device=KERNEL_DEVICE):
+    """Random inputs on which torch's op is tame: positive for log and sqrt and pow's base, small for exp."""
+    a = inputs.randn(shape, dtype=dtype if dtype.is_floating_point else torch.float32) * 2
+    b = inputs.randn(shape, dtype=a.dtype) * 2
+    if op in ("log", "sqrt", "pow"):
+        a = a.abs() + 0.5
+    if not dtype.is_floating_point:
+        a, b = (a * 3).round().to(dtype), (b * 3).round().to(dtype)
+        if op == "pow":
+            b = b.abs() % 4
+    if op == "div":
+        b = b + torch.where(b >= 0, 0.5, -0.5).to(b.dtype) if dtype.is_floating_point else b
+    if inputs.randint(0, 3) == 0 and op in ("eq", "ne", "le", "ge", "maximum"):
+        b = a.clone()  # ties
+    return a.to(device), b.to(device)
+
+
+def expect_map(launch, op, shape, dtype=torch.float32, layout=lambda t: t, layout_text="", max_blocks=MAX_BLOCKS,
+               out_dtype=None):
+    a, b = operands(op, shape, dtype)
+    a, b = layout(a), layout(b)
+    if op == "copy":
+        expected = a.to(out_dtype or dtype)
+    elif op in UNARY:
+        expected = TORCH_OPS[op](a)
+    else:
+        expected = TORCH_OPS[op](a, b)
+    out, whole = poisoned(tuple(expected.shape), expected.dtype, margin=8)
+    args = (a,) if op in UNARY else (a, b)
+    what = (f"{launch.__name__}({op!r}, out, {', '.join('ab'[:len(args)])}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
+            f" where a{', b' if len(args) == 2 else ''}: {str(dtype).replace('torch.', '')} {tuple(shape)}{layout_text}"
+            f" on {KERNEL_DEVICE}")
+    with launching(what):
+        launch(op, out, *args, max_blocks=max_blocks)
+    expect_written(out, expected, what)
+    expect_untouched(whole, 8, what)
+
+
+PROBE_INDEX = r"""
+extern "C" __global__ void probe_index(long long* out, const long long* args, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        out[2 * i] = first_index((unsigned int)args[3 * i], (unsigned int)args[3 * i + 1], (unsigned int)args[3 * i + 2]);
+        out[2 * i + 1] = grid_step((unsigned int)args[3 * i + 1], (unsigned int)args[3 * i]);
+    }
+}
+"""
+
+
+def expect_64_bit_indices(cases):
+    """first_index and grid_step, called from a test kernel with (block, threads, thread) where 32 bits overflow."""
+    args = torch.tensor([v for case in cases for v in case], dtype=torch.int64, device=KERNEL_DEVICE)
+    out = torch.full((2 * len(cases),), -1, dtype=torch.int64, device=KERNEL_DEVICE)
+    with launching("a test kernel calling your first_index and grid_step"):
+        Kernel(MAP.source + PROBE_INDEX, "probe_index")((1,), (32,), (out, args, np.int32(len(cases))))
+    for (block, threads, thread), first, step in zip(cases, out[0::2].tolist(), out[1::2].tolist()):
+        compare.assert_equal(first, block * threads + thread, f"first_index({block}, {threads}, {thread}) "
+                             "(computed in 32 bits it wraps around)")
+        compare.assert_equal(step, threads * block, f"grid_step({threads}, {block})")
+
+
+for op in ("add", "mul", "exp", "relu", "gt", "maximum"):
+    expect_map(launch_map, op, (1000,))
+expect_map(launch_map, "sub", (5, 7), max_blocks=2)
+expect_map(launch_map, "div", (300,), torch.float64)
+expect_map(launch_map, "add", (0,))
+expect_map(launch_map, "mul", (1000,), max_blocks=1)   # one block: every thread loops over many elements
+expect_64_bit_indices([(0, 256, 0), (3, 256, 7), (2**23, 256, 5), (2**31 - 1, 1024, 1023)])
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(14):
+    op = inputs.choice(ARITH + COMPARE)
+    dtype = inputs.choice([torch.float32, torch.float32, torch.float64]
+                          + ([torch.int64] if op in ("add", "sub", "mul", "maximum", "neg", "abs", "relu", "pow")
+                             + COMPARE else []))
+    n = inputs.choice([1, 31, 256, 257, inputs.randint(1, 2000)])
+    expect_map(launch_map, op, (n,), dtype, max_blocks=inputs.choice([MAX_BLOCKS, 1, 2, 3]))
+expect_map(launch_map, "copy", (77,), torch.float32, out_dtype=torch.float64)
+expect_64_bit_indices([(inputs.randint(2**22, 2**31 - 1), inputs.choice([128, 256, 1024]), inputs.randint(0, 127))
+                       for _ in range(6)] + [(2**31 - 1, 1024, 1023), (2**22, 1024, 0), (5, 1, 0)])
+if GPU and torch.cuda.mem_get_info()[0] > 20 * 2**30:  # for real: more elements than a 32-bit index reaches
+    n = 2**31 + 1000
+    a = torch.zeros(n, device="cuda")
+    a[-1000:] = 1.0
+    out = torch.zeros(n, device="cuda")
+    with launching(f"launch_map('neg', out, a) of {n} floats"):
+        launch_map("neg", out, a)
+    tail = out[-1000:].clone()
+    del a, out
+    assert bool((tail == -1.0).all()), f"launch_map on {n} elements (more than 2**31) missed the last ones"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 7 — elementwise over any strides
+#
+# A transposed, sliced or expanded tensor is not contiguous: element `i`
+# (counted in row-major order over the shape) is not at `a[i]`. It is where
+# chapter 01 put it: split `i` into one index per dim, from the last dim (the
+# fastest) to the first, and add up index × stride:
+#
+# ```
+# shape (2, 3), strides (1, 2) (a transpose), i = 4:   i % 3 = 1, i / 3 = 1 -> index (1, 1)
+#                                                      offset = 1 * 1 + 1 * 2 = 3
+# ```
+#
+# Write `offset_of(index, ndim, sizes, strides)`, that arithmetic in C (in
+# 64 bits: strides and sizes are `long long`s), and the kernel
+# `map_strided<To, From, F>(out, a, b, op, meta, ndim, n)`: the same loop as
+# exercise 6, where element `i` of `out`, `a` and `b` is each at its own offset.
+# `meta` is a small tensor of `4 * ndim` `long long`s on the same device: the
+# sizes, then the strides of `out`, of `a` and of `b` (strides in elements, as
+# `t.stride()` gives them; the pointers already point at each tensor's first
+# element). A stride of 0 is fine: that is how an expanded (broadcast) operand
+# looks. Then `launch_map_strided(op, out, a, b=None, max_blocks=MAX_BLOCKS)`
+# for torch tensors of one shape, any layout, `out` not overlapping itself:
+# build `meta` with `torch.tensor(..., dtype=torch.int64, device=out.device)`.
+#
+# This is what torch's `TensorIterator` does — plus a lot of cleverness this
+# kernel does without: it merges dims that are contiguous with each other, and
+# precomputes the divisions (`IntDivider`), because a 64-bit division is among
+# the slowest things a GPU does.
+
+# %% solution="ex_strided" reference=true
+STRIDED = Kernels(cuda_source(r"""
+__device__ long long offset_of(long long index, int ndim, const long long* sizes, const long long* strides) {
+    ### BEGIN SOLUTION
+    long long offset = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+        offset += (index % sizes[d]) * strides[d];
+        index /= sizes[d];
+    }
+    return offset;
+    ### END SOLUTION
+}
+
+template <typename To, typename From, typename F>
+__global__ void map_strided(To* out, const From* a, const From* b, int op, const long long* meta, int ndim,
+                            long long n) {
+    ### BEGIN SOLUTION
+    const long long* sizes = meta;
+    long long step = (long long)blockDim.x * gridDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += step) {
+        From x = a[offset_of(i, ndim, sizes, meta + 2 * ndim)];
+        From y = b[offset_of(i, ndim, sizes, meta + 3 * ndim)];
+        out[offset_of(i, ndim, sizes, meta + ndim)] = (To)F::apply(op, x, y);
+    }
+    ### END SOLUTION
+}
+"""))
+
+
+def launch_map_strided(op: str, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor = None,
+                       max_blocks: int = MAX_BLOCKS):
+    """out = op(a, b) (or op(a)), elementwise, for tensors of one shape in any layout."""
+    ### BEGIN SOLUTION
+    geometry = launch_1d(out.numel(), max_blocks=max_blocks)
+    if geometry is None:
+        return
+    b = a if b is None else b
+    meta = torch.tensor([*out.shape, *out.stride(), *a.stride(), *b.stride()] or [0], dtype=torch.int64,
+                        device=out.device)
+    kernel = STRIDED("map_strided", C_TYPES[out.dtype], C_TYPES[a.dtype], family(op))
+    kernel(*geometry, (out, a, b, np.int32(OP_CODES[op]), meta, np.int32(out.dim()), np.int64(out.numel())))
+    ### END SOLUTION
+
+
+# %% tests="ex_strided" points=3
+PROBE_OFFSET = r"""
+extern "C" __global__ void probe_offset(long long* out, const long long* index, const long long* meta, int ndim, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        out[i] = offset_of(index[i], ndim, meta, meta + ndim);
+}
+"""
+
+
+def expect_offsets(sizes, strides, indices):
+    """offset_of from a test kernel, against the same arithmetic in Python's exact integers."""
+    meta = torch.tensor(list(sizes) + list(strides), dtype=torch.int64, device=KERNEL_DEVICE)
+    index = torch.tensor(indices, dtype=torch.int64, device=KERNEL_DEVICE)
+    out = torch.full_like(index, -1)
+    with launching(f"a test kernel calling your offset_of for sizes {sizes}, strides {strides}"):
+        Kernel(STRIDED.source + PROBE_OFFSET, "probe_offset")((1,), (32,), (out, index, meta, np.int32(len(sizes)),
+                                                                           np.int32(len(indices))))
+    for i, got in zip(indices, out.tolist()):
+        expected, rest = 0, i
+        for size, stride in reversed(list(zip(sizes, strides))):
+            expected += (rest % size) * stride
+            rest //= size
+        compare.assert_equal(got, expected, f"offset_of({i}, {len(sizes)}, sizes {tuple(sizes)}, strides {tuple(strides)})")
+
+
+LAYOUTS = {
+    ".T": lambda t: t.T,
+    "[:, ::2]": lambda t: t.repeat_interleave(2, dim=-1)[..., ::2] if t.dim() else t,
+    ".expand": lambda t: t[:1].expand(t.shape) if t.dim() and t.shape[0] else t,
+    " (noncontiguous)": lambda t: inputs.noncontiguous(t),
+}
+
+
+def expect_strided(op, shape, dtype=torch.float32, layout=" (noncontiguous)", out_layout=None, max_blocks=MAX_BLOCKS):
+    a, b = operands(op, shape, dtype)
+    view = LAYOUTS[layout]
+    a, b = view(a), view(b)
+    args = (a,) if op in UNARY else (a, b)
+    expected = a.clone() if op == "copy" else TORCH_OPS[op](*args)
+    out, whole = poisoned(tuple(expected.shape), expected.dtype, margin=8)
+    if out_layout == ".T" and out.dim() == 2:  # an output that is itself a transposed view
+        out, whole = poisoned(tuple(reversed(expected.shape)), expected.dtype)[0].T, None
+    what = (f"launch_map_strided({op!r}, out, {', '.join('ab'[:len(args)])}) where "
+            f"a{', b' if len(args) == 2 else ''}: {describe(a)}{layout}{', out transposed' if whole is None else ''} "
+            f"on {KERNEL_DEVICE}")
+    with launching(what):
+        launch_map_strided(op, out, *args, max_blocks=max_blocks)
+    expect_written(out, expected, what)
+    if whole is not None:
+        expect_untouched(whole, 8, what)
+
+
+for layout in LAYOUTS:
+    expect_strided("add", (4, 6), layout=layout)
+expect_strided("exp", (3, 5), layout=".T")
+expect_strided("mul", (2, 3, 4), layout=" (noncontiguous)", max_blocks=1)
+expect_strided("gt", (5, 4), torch.float64, layout=".expand")
+expect_strided("add", (6, 3), out_layout=".T", layout=".T")
+expect_strided("add", (), layout=".T")
+expect_offsets((2, 3), (1, 2), [0, 1, 2, 3, 4, 5])
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(12):
+    op = inputs.choice(ARITH + COMPARE)
+    shape = inputs.shape(ndim=(0, 4), size=(1, 5), allow_zero=True)
+    dtype = inputs.choice([torch.float32, torch.float32, torch.float64])
+    expect_strided(op, shape, dtype, inputs.choice(list(LAYOUTS)), max_blocks=inputs.choice([MAX_BLOCKS, 1, 2]))
+expect_strided("add", (9, 7), out_layout=".T", layout=" (noncontiguous)")
+expect_offsets((3, 2**20, 2**12), (2**40, 2**12, 1), [0, 2**31 + 5, 3 * 2**32 - 1, 2**33 + 2**20 + 7])
+expect_offsets((inputs.randint(1, 9), inputs.randint(1, 9), inputs.randint(1, 9)),
+               (inputs.randint(-5, 50), 0, inputs.randint(1, 3) * 2**31), list(range(0, 60, 7)))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your strided kernel is also every **copy** of the CUDA backend: with the `Cast`
+# family, `map_strided` copies one layout into another and converts the dtype on
+# the way. The next cell registers, for the `"cuda"` backend: `cast` (so that
+# `x.to(dtype)` now converts on the device too), `clone`, `contiguous`, `setitem`
+# (`t[key] = value`: a copy into the view `t[key]`) and `copy_into(dst, src)`.
+
+# %% reference=true
+def copy_into(dst: Tensor, src) -> Tensor:
+    """dst[...] = src: src (a tensor on dst's device, or a number) broadcast, converted and copied into dst's layout."""
+    if not isinstance(src, Tensor):
+        src = dispatch("full_like", empty_on((), dst.dtype, dst.device), src)
+    if src.device != dst.device:
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{dst.device} and {src.device}!")
+    source = src.expand(dst.shape).to_torch() if src.shape != dst.shape else src.to_torch()
+    launch_map_strided("copy", dst.to_torch(), source)
+    return dst
+
+
+@register_kernel("cast", "cuda")
+def cast_cuda(x: Tensor, dtype) -> Tensor:
+    return copy_into(empty_on(x.shape, dtype, x.device), x)
+
+
+@register_kernel("clone", "cuda")
+def clone_cuda(x: Tensor) -> Tensor:
+    return copy_into(empty_on(x.shape, x.dtype, x.device), x)
+
+
+@register_kernel("contiguous", "cuda")
+def contiguous_cuda(x: Tensor) -> Tensor:
+    return x if x.is_contiguous() else clone_cuda(x)
+
+
+@register_kernel("setitem", "cuda")
+def setitem_cuda(t: Tensor, key, value) -> None:
+    copy_into(t[key], value)
+
+
+# %% [markdown]
+# ## Exercise 8 — the CUDA backend's elementwise operations
+#
+# Time to make `x + y` work on a device. Write `cuda_elementwise(op, a, b=None)`
+# — what the dispatcher calls for every unary and binary op of the `"cuda"`
+# backend — with chapter 01's rules, now on device memory. `a` and `b` are
+# picotorch tensors on one device, or (one of them) a Python number:
+#
+# 1. **dtype**: a unary op computes in `a`'s dtype, except that `FLOAT_RESULT`
+#    ops (`exp`, `log`...) of an integer or bool tensor compute in `float32`; a
+#    binary op computes in `result_type(a, b)` (chapter 01), `div` of integers in
+#    `float32`, comparisons of bools in `int64`; comparisons (`COMPARISONS`) give
+#    `bool`, the others the compute dtype. Torch's errors stay: `neg`, `abs`, `relu` of a bool tensor, `sub`
+#    with a bool operand — `RuntimeError`s. The backend computes in `float32`,
+#    `float64` and `int64` only: anything else (`True + True`) is a
+#    `RuntimeError` saying so.
+# 2. **operands**: a number becomes a 0-dim tensor on the device
+#    (`dispatch("full_like", empty_on((), dtype, device), value)`), each operand
+#    is converted to the compute dtype (`.to(dtype)`, your cast kernel), and
+#    broadcast to the common shape (`broadcast_shapes`, then `.expand`: stride
+#    0, no copy — broadcasting *is* a layout).
+# 3. **launch**: into a new contiguous output (`empty_on`), with `launch_map`
+#    when every operand is contiguous with the output's shape (the fast path:
+#    no index arithmetic), `launch_map_strided` otherwise. Your launchers take
+#    torch tensors: `t.to_torch()` is the torch view of a picotorch tensor.
+#
+# The given code after your function registers it for every op; from then on
+# `x.to("emu") * 2 + y.to("emu")` runs your kernels, and so does autograd's
+# backward of it.
+
+# %% solution="ex_binary" reference=true
+def cuda_elementwise(op: str, a, b=None) -> Tensor:
+    """op(a, b) (or op(a)) on the device of the tensor operands, with torch's dtype and broadcasting rules."""
+    ### BEGIN SOLUTION
+    device = device_of(a, b)
+    if b is None and op in UNARY_OPS:
+        if a.dtype is bool_ and op in ("neg", "abs", "relu"):
+            raise RuntimeError(f"{op} is not supported for bool tensors")
+        dtype = float32 if op in FLOAT_RESULT and not a.dtype.is_floating_point else a.dtype
+        operands = [a]
+    else:
+        dtype = result_type(a, b)
+        if op == "sub" and any(isinstance(x, bool) or isinstance(x, Tensor) and x.dtype is bool_ for x in (a, b)):
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
+        if op == "div" and not dtype.is_floating_point:
+            dtype = float32
+        if op in COMPARISONS and dtype is bool_:
+            dtype = int64  # True and False compare as 1 and 0
+        operands = [x if isinstance(x, Tensor) else dispatch("full_like", empty_on((), dtype, device), x)
+                    for x in (a, b)]
+    if dtype not in (float32, float64, int64):
+        raise RuntimeError(f"picotorch's CUDA backend computes in float32, float64 and int64, not {dtype.name} "
+                           f"({op} of {', '.join(x.dtype.name for x in operands)})")
+    shape = broadcast_shapes(*(x.shape for x in operands))
+    operands = [x.to(dtype).expand(shape) for x in operands]
+    out = empty_on(shape, bool_ if op in COMPARISONS else dtype, device)
+    views = [x.to_torch() for x in operands]
+    if all(x.is_contiguous() and x.shape == shape for x in operands):
+        launch_map(op, out.to_torch(), *views)
+    else:
+        launch_map_strided(op, out.to_torch(), *views)
+    return out
+    ### END SOLUTION
+
+
+for _op in UNARY_OPS + BINARY_OPS:
+    register_kernel(_op, "cuda")((lambda op: lambda a, b=None: cuda_elementwise(op, a, b))(_op))
+
+
+# %% tests="ex_binary" points=3
+import operator
+
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<",
+           "le": "<=", "gt": ">", "ge": ">="}
+PYTHON_OPS = {**{op: getattr(operator, op) for op in ("add", "sub", "mul", "pow", "eq", "ne", "lt", "le", "gt", "ge")},
+              "div": operator.truediv, "maximum": lambda a, b: a.maximum(b)}
+
+
+def as_operand(x, device):
+    return on_device(x, device) if isinstance(x, torch.Tensor) else x
+
+
+def expect_backend(op, a, b=None, device=DEVICE):
+    """op on picotorch tensors on `device` against torch on the same values (on its device: the CPU for emu)."""
+    unary = b is None
+    if unary:
+        what = f"x.{op}() where x: {describe(a)} on {device}"
+        theirs_call = lambda: getattr(a.to(torch_device(device)), op)()  # noqa: E731
+        ours_call = lambda: getattr(as_operand(a, device), op)()  # noqa: E731
+    else:
+        text = f"a {SYMBOLS[op]} b" if op in SYMBOLS else f"a.{op}(b)"
+        what = f"{text} where a: {describe(a)}, b: {describe(b)} on {device}"
+        ta, tb = (x.to(torch_device(device)) if isinstance(x, torch.Tensor) else x for x in (a, b))
+        theirs_call = lambda: TORCH_OPS[op](ta, tb) if op == "maximum" else PYTHON_OPS[op](ta, tb)  # noqa: E731
+        ours_call = lambda: PYTHON_OPS[op](as_operand(a, device), as_operand(b, device))  # noqa: E731
+    try:
+        theirs = theirs_call()
+    except Exception as e:
+        compare.assert_raises(RuntimeError if isinstance(e, RuntimeError) else Exception, ours_call, what)
+        return
+    if theirs.dtype not in (torch.float32, torch.float64, torch.int64, torch.bool) or \
+            (not unary and op not in COMPARISONS and theirs.dtype == torch.bool):
+        compare.assert_raises(RuntimeError, ours_call, what + " (the CUDA backend has no bool arithmetic)")
+        return
+    with launching(what):
+        ours = ours_call()
+    assert isinstance(ours, Tensor), f"{what} gave {type(ours).__name__}, not a picotorch Tensor"
+    compare.assert_equal(str(ours.device), str(Device(device)), f"({what}).device")
+    compare.assert_matches(ours, theirs, what)
+
+
+x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
+expect_backend("add", x, x[0])
+expect_backend("mul", x.T, torch.tensor([2, 3]))
+expect_backend("sub", 1, x)
+expect_backend("div", torch.tensor([1, 2, 3]), 2)
+expect_backend("lt", x, 0.5)
+expect_backend("maximum", x, x.flip(0))
+expect_backend("pow", x.abs() + 0.5, 2)
+expect_backend("exp", x.T)
+expect_backend("sigmoid", torch.tensor([1, 0, 3]))
+expect_backend("neg", torch.tensor([True, False]))
+expect_backend("add", x, torch.ones(3, 2))
+expect_backend("add", torch.tensor([True]), torch.tensor([False]))
+y = on_device(x)
+compare.assert_matches((y * 2 + 1).relu() - y.exp() / 3, ((x * 2 + 1).relu() - x.exp() / 3).to(torch_device(DEVICE)),
+                       f"(y * 2 + 1).relu() - y.exp() / 3 on {DEVICE}")
+compare.assert_matches(y.to(float64).to("cpu"), x.double(), f"y.to(float64) on {DEVICE}, back on the CPU")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def broadcast_family(k):
+    full = inputs.shape(ndim=(0, 3), size=(1, 4), allow_zero=inputs.randint(0, 9) == 0)
+    shapes = []
+    for _ in range(k):
+        s = list(full[inputs.randint(0, len(full)):])
+        shapes.append(tuple(1 if inputs.randint(0, 2) == 0 else n for n in s))
+    return shapes
+
+
+def random_operand(shape):
+    dtype = inputs.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
+    t = inputs.randn(shape) * 3
+    t = t.to(dtype) if dtype != torch.bool else t > 0
+    return inputs.noncontiguous(t)
+
+
+for _ in range(20):
+    op = inputs.choice(BINARY_OPS)
+    sa, sb = broadcast_family(2)
+    a, b = random_operand(sa), random_operand(sb)
+    if inputs.randint(0, 3) == 0:
+        b = inputs.choice([2, -1.5, 0.5, True])
+    elif inputs.randint(0, 5) == 0:
+        a, b = inputs.choice([2, 3.0]), b
+    if op == "pow":
+        if isinstance(a, torch.Tensor):
+            a = (a.to(torch.int64) if a.dtype == torch.bool else a).abs() + 1
+        if isinstance(b, torch.Tensor) and b.dtype != torch.bool:
+            b = b.abs() % 3
+        if isinstance(b, (int, float)) and not isinstance(b, bool):
+            b = abs(b)
+    if op == "maximum" and not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        continue
+    if op == "div" and isinstance(b, torch.Tensor):
+        b = torch.where(b == 0, torch.ones_like(b), b) if b.dtype != torch.bool else b
+    expect_backend(op, a, b)
+for _ in range(10):
+    op = inputs.choice(UNARY_OPS)
+    t = random_operand(inputs.shape(ndim=(0, 3), allow_zero=True))
+    if op in ("log", "sqrt") and t.dtype != torch.bool:
+        t = t.abs() + 1
+    expect_backend(op, t)
+a = from_torch(torch.ones(3)).to(DEVICE)
+compare.assert_raises(RuntimeError, lambda: a + from_torch(torch.ones(3)), f"a tensor on {DEVICE} + a CPU tensor")
+y = from_torch(torch.randn(4, 3)).requires_grad_()
+w = from_torch(torch.randn(4, 3)).requires_grad_()  # (a broadcast w would need sum in backward: exercise 9)
+out = ((y.to(DEVICE) * w.to(DEVICE) - 1).tanh() * 3)
+g = torch.randn(4, 3)
+out.backward(on_device(g))
+yt, wt = y.to_torch().detach().clone().requires_grad_(), w.to_torch().detach().clone().requires_grad_()
+((yt * wt - 1).tanh() * 3).backward(g)
+compare.assert_matches(y.grad, yt.grad, f"y.grad after ((y * w - 1).tanh() * 3).backward(g) on {DEVICE} (your kernels, "
+                                        "through chapter 02's autograd)", rtol=1e-5, atol=1e-5)
+compare.assert_matches(w.grad, wt.grad, f"w.grad after ((y * w - 1).tanh() * 3).backward(g) on {DEVICE}", rtol=1e-5,
+                       atol=1e-5)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# In-place operations and `where`, on the device: `t += u` computes `t + u` with
+# your kernels and copies the result into `t`'s own layout (with chapter 01's
+# checks), and `where(condition, x, y)`, which chapter 02's backward formulas use,
+# gets a small kernel of its own (given: three inputs, your `offset_of`
+# arithmetic, written out again).
+
+# %% reference=true
+@register_kernel("inplace", "cuda")
+def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
+    if t.numel() and any(size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride())):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    result = cuda_elementwise(op, t, other)
+    if not can_cast(result.dtype, t.dtype):
+        raise RuntimeError(f"result type {result.dtype.name} can't be cast to the desired output type {t.dtype.name}")
+    if result.shape != t.shape:
+        raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(result.shape)}")
+    copy_into(t, result)
+    return t
+
+
+WHERE = Kernels(r"""
+__device__ long long where_offset(long long index, int ndim, const long long* sizes, const long long* strides) {
+    long long offset = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+        offset += (index % sizes[d]) * strides[d];
+        index /= sizes[d];
+    }
+    return offset;
+}
+
+template <typename T>
+__global__ void where_strided(T* out, const bool* c, const T* x, const T* y, const long long* meta, int ndim,
+                              long long n) {
+    long long step = (long long)blockDim.x * gridDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += step) {
+        bool pick = c[where_offset(i, ndim, meta, meta + ndim)];
+        out[i] = pick ? x[where_offset(i, ndim, meta, meta + 2 * ndim)] : y[where_offset(i, ndim, meta, meta + 3 * ndim)];
+    }
+}
+""", extra="")
+
+
+@register_kernel("where", "cuda")
+def where_cuda(condition: Tensor, x, y) -> Tensor:
+    tensors = [v for v in (x, y) if isinstance(v, Tensor)]
+    dtype = result_type(*tensors) if len(tensors) == 2 else tensors[0].dtype if tensors else float32
+    device = condition.device
+    x, y = (v.to(dtype) if isinstance(v, Tensor) else dispatch("full_like", empty_on((), dtype, device), v)
+            for v in (x, y))
+    shape = broadcast_shapes(condition.shape, x.shape, y.shape)
+    c = condition if condition.dtype is bool_ else condition.to(bool_)
+    out = empty_on(shape, dtype, device)
+    geometry = launch_1d(out.numel(), max_blocks=MAX_BLOCKS)
+    if geometry is not None:
+        views = [v.expand(shape).to_torch() for v in (c, x, y)]
+        meta = torch.tensor([*shape, *(s for v in views for s in v.stride())] or [0], dtype=torch.int64,
+                            device=views[0].device)
+        WHERE("where_strided", C_TYPES[_TORCH_DTYPE[dtype]])(
+            *geometry, (out.to_torch(), *views, meta, np.int32(len(shape)), np.int64(out.numel())))
+    return out
+
+
+@register_kernel("where", "cpu")
+def where_cpu(condition: Tensor, x, y) -> Tensor:
+    return _ch02_where(condition, x, y)
+
+
+if "_ch05_where" not in vars(_autograd):
+    _autograd._ch05_where = _autograd.where
+_ch02_where = _autograd._ch05_where
+_autograd.where = lambda condition, x, y: dispatch("where", condition, x, y)  # chapter 02's backward formulas use it
+
+# %% [markdown]
+# ## Exercise 9 — `sum` along a dim: a shared-memory tree
+#
+# The backend sums **rows**: `x` is a contiguous `(rows, cols)` matrix, and
+# `out[r]` is the sum of row `r`. (The given `cuda_sum` after the tests turns
+# any `sum(dim, keepdim)` into that: it moves the summed dims last and makes the
+# tensor contiguous, so that each result is the sum of one row.)
+#
+# One **block** sums a row — and, with a grid of fewer blocks than rows, block
+# `blockIdx.x` sums rows `blockIdx.x`, `blockIdx.x + gridDim.x`, ... A block
+# sums in two steps:
+#
+# 1. each of its threads adds up its share of the row, elements
+#    `threadIdx.x`, `threadIdx.x + blockDim.x`, ... — **all** of them, however
+#    ragged the row's length;
+# 2. the threads write their partial sums to **shared memory** (`__shared__ T
+#    partial[SUM_THREADS]`: fast on-chip memory that every thread of the block
+#    sees), and fold it in half again and again — `partial[t] += partial[t +
+#    s]` for `t < s`, with `s` = 128, 64, ..., 1 — until `partial[0]` holds the
+#    row's sum:
+#
+# ```
+#  t:      0   1   2   3   4   5   6   7        8 threads
+#  s = 4:  0+4 1+5 2+6 3+7                       __syncthreads() after each step:
+#  s = 2:  ... ...                               a thread must not read partial[t + s]
+#  s = 1:  sum                                   before its owner has written it
+# ```
+#
+# Between writing shared memory and reading what **another** thread wrote,
+# every thread of the block must wait at `__syncthreads()`. Without it a GPU
+# gives a wrong sum once in a while; the emulator follows every barrier and
+# reports the missing one as a **data race**, with both lines. (Careful: every
+# thread of the block must reach each `__syncthreads()` — not only those with
+# `t < s`.)
+#
+# Write `sum_rows_tree<T>(out, x, rows, cols)` — for any block of a power of two
+# threads up to `SUM_THREADS` (use `blockDim.x`, not `SUM_THREADS`, in the
+# loops) — and `launch_sum_rows(out, x, max_blocks=MAX_BLOCKS)`: blocks of
+# `reduction_threads(cols, SUM_THREADS)` threads (given: no more threads than
+# the row needs, but at least a warp), at most `max_blocks` blocks, nothing to
+# launch for zero rows (and a row of zero columns sums to 0).
+#
+# Real PyTorch: [`aten/src/ATen/native/cuda/Reduce.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/Reduce.cuh)
+# (`block_x_reduce`), which combines this tree with the warp shuffles of the
+# next exercise.
+
+# %% solution="ex_sum_tree" reference=true
+SUM_THREADS = 256  # the most threads per block of the sum kernels: a power of two
+
+
+def reduction_threads(cols: int, most: int) -> int:
+    """Threads for a block that reduces rows of `cols` elements: the smallest power of two >= cols, from 32 (a
+    warp) up to `most`. (A row of 10 numbers does not need 256 threads, nor 8 barriers to fold their sums.)"""
+    threads = 32
+    while threads < min(cols, most):
+        threads *= 2
+    return threads
+SUM = Kernels(cuda_source(r"""
+#define SUM_THREADS 256
+
+template <typename T>
+__global__ void sum_rows_tree(T* out, const T* x, long long rows, long long cols) {
+    __shared__ T partial[SUM_THREADS];
+    ### BEGIN SOLUTION
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        T acc = 0;
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            acc += x[row * cols + c];
+        partial[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s /= 2) {
+            if (threadIdx.x < s)
+                partial[threadIdx.x] += partial[threadIdx.x + s];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            out[row] = partial[0];
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_sum_rows(out: torch.Tensor, x: torch.Tensor, max_blocks: int = MAX_BLOCKS) -> None:
+    """out[r] = x[r, :].sum() for a contiguous (rows, cols) x, with sum_rows_tree."""
+    ### BEGIN SOLUTION
+    rows, cols = x.shape
+    if rows == 0:
+        return
+    SUM("sum_rows_tree", C_TYPES[x.dtype])((min(rows, max_blocks),), (reduction_threads(cols, SUM_THREADS),),
+                                           (out, x, np.int64(rows), np.int64(cols)))
+    ### END SOLUTION
+
+
+# %% tests="ex_sum_tree" points=3
+def expect_row_sums(launch, rows, cols, dtype=torch.float32, max_blocks=MAX_BLOCKS, scale=1.0):
+    """Row sums against torch's in float64, within the error bound of summing `cols` numbers in `dtype`:
+    |error| <= cols * eps * sum |x| (the textbook bound of any summation order: a tolerance from the dtype)."""
+    x = (inputs.randn(rows, cols, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    out, whole = poisoned((rows,), dtype, margin=4)
+    what = (f"{launch.__name__}(out, x{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''}) where x: "
+            f"{describe(x)} on {KERNEL_DEVICE}")
+    with launching(what):
+        launch(out, x, max_blocks=max_blocks)
+    expected = x.double().sum(1).to(dtype)
+    bound = (max(cols, 1) * torch.finfo(dtype).eps * x.double().abs().sum(1)).max().item() if rows else 0.0
+    expect_written(out, expected, what, rtol=0, atol=bound + torch.finfo(dtype).tiny)
+    expect_untouched(whole, 4, what)
+
+
+for rows, cols in [(1, 1), (3, 256), (4, 300), (2, 1000), (5, 7), (1, 0), (0, 5)]:
+    expect_row_sums(launch_sum_rows, rows, cols)
+expect_row_sums(launch_sum_rows, 6, 513, max_blocks=2)      # blocks that sum several rows
+expect_row_sums(launch_sum_rows, 3, 100, torch.float64)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(6):
+    expect_row_sums(launch_sum_rows, inputs.randint(1, 9), inputs.choice([1, 255, 256, 257, inputs.randint(1, 1500)]),
+                    inputs.choice([torch.float32, torch.float64]), inputs.choice([MAX_BLOCKS, 1, 2, 3]),
+                    inputs.choice([1.0, 100.0]))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The next cell turns your row sums into the backend's `sum(dim, keepdim)` and
+# `mean`: the summed dims are moved last (`permute`), the result made contiguous
+# (your copy kernel), viewed as `(rows, cols)`, summed, and reshaped. `SUM_ROWS`
+# says which of your kernels the backend uses; exercise 10 adds another.
+
+# %% reference=true
+SUM_ROWS = {"tree": lambda out, x: launch_sum_rows(out, x)}
+USE = {"sum": "tree", "matmul": "tiled"}  # the kernels the backend uses (use_kernels changes them)
+
+
+def use_kernels(sum: str = None, matmul: str = None) -> None:
+    """Choose the backend's kernels: sum "tree" or "warp", matmul "naive", "tiled" or "blocked"."""
+    for op, kind in (("sum", sum), ("matmul", matmul)):
+        if kind is not None:
+            USE[op] = kind
+
+
+def reduction_layout(shape, dim):
+    """(kept dims, summed dims) of a reduction of `shape` over `dim` (None: all dims)."""
+    n = len(shape)
+    if dim is None:
+        summed = tuple(range(n))
+    else:
+        summed = tuple(sorted({wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+        if n == 0:
+            summed = ()
+    return tuple(d for d in range(n) if d not in summed), summed
+
+
+@register_kernel("sum", "cuda")
+def cuda_sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    if x.dtype is bool_:
+        x = x.to(int64)
+    kept, summed = reduction_layout(x.shape, dim)
+    rows = math.prod(x.shape[d] for d in kept)
+    cols = math.prod(x.shape[d] for d in summed)
+    matrix = x.permute(*kept, *summed).contiguous().view(rows, cols) if x.dim() else x.view(1, 1)
+    out = empty_on((rows,), x.dtype, x.device)
+    if cols == 0:
+        launch_fill(out.to_torch(), 0)
+    elif x.dtype is int64:  # no integer row sums among the exercises: exact in float64 up to 2**53
+        launch_map("copy", out.to_torch(), cuda_sum(matrix.to(float64), 1).to(int64).to_torch())
+    else:
+        SUM_ROWS[USE["sum"]](out.to_torch(), matrix.to_torch())
+    shape = tuple(1 if d in summed else s for d, s in enumerate(x.shape)) if keepdim else \
+        tuple(x.shape[d] for d in kept)
+    return out.view(shape)
+
+
+@register_kernel("mean", "cuda")
+def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                           f"complex dtype. Got: {x.dtype.name}")
+    _, summed = reduction_layout(x.shape, dim)
+    return cuda_sum(x, dim, keepdim) / math.prod(x.shape[d] for d in summed)
+
+
+# %% [markdown]
+# ## Exercise 10 — `sum` with warp shuffles
+#
+# The 32 threads of a **warp** run in lock-step on a GPU, and can read each
+# other's registers directly, with no shared memory and no barrier:
+# `__shfl_down_sync(0xffffffff, v, offset)` gives each thread the `v` of the
+# thread `offset` lanes further on. Five shuffles sum a warp:
+#
+# ```c
+# for (int offset = 16; offset > 0; offset /= 2)
+#     v += __shfl_down_sync(0xffffffffu, v, offset);    // lane 0 now holds the warp's sum
+# ```
+#
+# Write `sum_rows_warp<T>` with the same job as exercise 9: each thread adds up
+# its share of the row; each warp sums its threads' values with shuffles; lane
+# 0 of each warp writes the warp's sum to `partial[warp]` in shared memory
+# (`SUM_THREADS / 32` of them); after a barrier, the first warp reads them
+# (0 for lanes beyond the number of warps) and sums them with shuffles again;
+# its lane 0 writes the result. Mind shared memory once more: a block that sums
+# another row writes `partial` again — not while the first warp may still be
+# reading it. And `launch_sum_rows_warp(out, x, max_blocks=MAX_BLOCKS)`, with
+# blocks of `reduction_threads(cols, SUM_THREADS)` threads, as before.
+#
+# The emulator runs the 32 threads of a warp as 32 OS threads, not in
+# lock-step: a shuffle waits for every lane named in the mask, and a lane that
+# does not take part (a thread that returned early) gives NaN and a warning
+# instead of a value.
+
+# %% solution="ex_sum_warp" reference=true
+SUM_WARP = Kernels(cuda_source(r"""
+#define SUM_THREADS 256
+
+template <typename T>
+__device__ T warp_sum(T v) {
+    ### BEGIN SOLUTION
+    for (int offset = 16; offset > 0; offset /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    return v;
+    ### END SOLUTION
+}
+
+template <typename T>
+__global__ void sum_rows_warp(T* out, const T* x, long long rows, long long cols) {
+    __shared__ T partial[SUM_THREADS / 32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    ### BEGIN SOLUTION
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        T acc = 0;
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            acc += x[row * cols + c];
+        acc = warp_sum(acc);
+        if (lane == 0)
+            partial[warp] = acc;
+        __syncthreads();
+        if (warp == 0) {
+            acc = lane < blockDim.x / 32 ? partial[lane] : T(0);
+            acc = warp_sum(acc);
+            if (lane == 0)
+                out[row] = acc;
+        }
+        __syncthreads();
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_sum_rows_warp(out: torch.Tensor, x: torch.Tensor, max_blocks: int = MAX_BLOCKS) -> None:
+    """out[r] = x[r, :].sum() for a contiguous (rows, cols) x, with sum_rows_warp."""
+    ### BEGIN SOLUTION
+    rows, cols = x.shape
+    if rows == 0:
+        return
+    SUM_WARP("sum_rows_warp", C_TYPES[x.dtype])((min(rows, max_blocks),), (reduction_threads(cols, SUM_THREADS),),
+                                                (out, x, np.int64(rows), np.int64(cols)))
+    ### END SOLUTION
+
+
+SUM_ROWS["warp"] = lambda out, x: launch_sum_rows_warp(out, x)
+
+
+# %% tests="ex_sum_warp" points=2
+for rows, cols in [(1, 1), (3, 256), (4, 300), (2, 1000), (5, 7), (1, 0), (0, 5), (2, 31)]:
+    expect_row_sums(launch_sum_rows_warp, rows, cols)
+expect_row_sums(launch_sum_rows_warp, 6, 513, max_blocks=2)
+expect_row_sums(launch_sum_rows_warp, 3, 100, torch.float64)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(5):
+    expect_row_sums(launch_sum_rows_warp, inputs.randint(1, 9), inputs.choice([1, 31, 33, 256, 257, inputs.randint(1, 1500)]),
+                    inputs.choice([torch.float32, torch.float64]), inputs.choice([MAX_BLOCKS, 1, 2, 3]),
+                    inputs.choice([1.0, 100.0]))
+for kind in ("tree", "warp"):  # through the backend: sum(dim, keepdim) and mean of any layout
+    use_kernels(sum=kind)
+    for _ in range(4):
+        t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(0, 3), size=(1, 6), allow_zero=True)))
+        n = t.dim()
+        dim = inputs.choice([None, 0, -1, (0, -1)]) if n else None
+        keepdim = inputs.choice([False, True])
+        if dim is not None and n < 2 and isinstance(dim, tuple):
+            dim = 0
+        what = f"x.sum({dim!r}, keepdim={keepdim}) with the {kind} kernel where x: {describe(t)} on {DEVICE}"
+        ours_t = on_device(t)
+        with launching(what):
+            got = ours_t.sum(dim, keepdim=keepdim) if dim is not None else ours_t.sum()
+        want = t.sum(dim, keepdim=keepdim) if dim is not None else t.sum()
+        bound = max(t.numel(), 1) * torch.finfo().eps * t.abs().sum().item()
+        compare.assert_matches(got, want.to(torch_device(DEVICE)), what, rtol=0, atol=bound + 1e-30)
+use_kernels(sum="tree")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 11 — `matmul`, the naive way
+#
+# `C = A @ B` for an `M × K` matrix `A` and a `K × N` matrix `B`: one thread per
+# element of `C`, which walks along a row of `A` and a column of `B`:
+#
+# ```c
+# C[row, col] = sum over k of A[row, k] * B[k, col]
+# ```
+#
+# `A` and `B` come in **any layout**: element `[i, k]` of `A` is at
+# `a[i * sa0 + k * sa1]` (its strides), so a transposed weight (`x @ W.T`, in
+# every `Linear`) needs no copy. `C` is contiguous: `c[row * N + col]`.
+#
+# Write `matmul_naive<T>(c, a, b, M, N, K, sa0, sa1, sb0, sb1)` — 2-D
+# blocks of 16 × 16 threads, `x` across the columns of `C` and `y` down its rows —
+# and `launch_matmul_naive(c, a, b)` for 2-D torch tensors (with `launch_2d`).
+# An empty `C` needs no launch; a `K` of 0 makes `C` all zeros (the loop simply
+# does not run).
+#
+# Every thread reads a whole row of `A` and a whole column of `B` from global
+# memory: `2·M·N·K` loads for `2·M·N·K` flops. A GPU computes far faster than
+# it reads memory, so this kernel spends its time waiting. The emulator counts
+# every load (`Kernel.last_launch.counts`): the next exercise divides them.
+
+# %% solution="ex_matmul_naive" reference=true
+MATMUL_NAIVE = Kernels(cuda_source(r"""
+template <typename T>
+__global__ void matmul_naive(T* c, const T* a, const T* b, long long M, long long N, long long K,
+                             long long sa0, long long sa1, long long sb0, long long sb1) {
+    ### BEGIN SOLUTION
+    long long row = blockIdx.y * (long long)blockDim.y + threadIdx.y;
+    long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        T acc = 0;
+        for (long long k = 0; k < K; ++k)
+            acc += a[row * sa0 + k * sa1] * b[k * sb0 + col * sb1];
+        c[row * N + col] = acc;
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def matmul_args(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple:
+    """The arguments every matmul kernel takes: c, a, b, M, N, K and the strides of a and b."""
+    (M, K), N = a.shape, b.shape[1]
+    return (c, a, b, np.int64(M), np.int64(N), np.int64(K), *(np.int64(s) for s in (*a.stride(), *b.stride())))
+
+
+def launch_matmul_naive(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c = a @ b for 2-D a (M, K) and b (K, N) in any layout, c contiguous (M, N)."""
+    ### BEGIN SOLUTION
+    geometry = launch_2d(a.shape[0], b.shape[1], (16, 16))
+    if geometry is not None:
+        MATMUL_NAIVE("matmul_naive", C_TYPES[a.dtype])(*geometry, matmul_args(c, a, b))
+    ### END SOLUTION
+
+
+MATMULS["naive"] = launch_matmul_naive
+
+
+# %% tests="ex_matmul_naive" points=2
+torch.backends.cuda.matmul.allow_tf32 = False  # torch's GPU matmul in full float32, as yours
+
+
+def expect_matmul(launch, M, K, N, dtype=torch.float32, layout_a="", layout_b="", scale=1.0):
+    """c = a @ b against torch, within the bound of K-term dot products: K * eps * (|a| @ |b|)."""
+    a = (inputs.randn(M, K, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    b = (inputs.randn(K, N, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    if layout_a == ".T":
+        a = a.T.contiguous().T
+    elif layout_a == "[:, ::2]":
+        a = a.repeat_interleave(2, 1)[:, ::2]
+    if layout_b == ".T":
+        b = b.T.contiguous().T
+    elif layout_b == "[::2]":
+        b = b.repeat_interleave(2, 0)[::2]
+    c, whole = poisoned((M, N), dtype, margin=8)
+    what = f"{launch.__name__}(c, a, b) where a: {describe(a)}, b: {describe(b)} on {KERNEL_DEVICE}"
+    with launching(what):
+        launch(c, a, b)
+    bound = (max(K, 1) * torch.finfo(dtype).eps * (a.double().abs() @ b.double().abs())).max().item() if M * N else 0
+    expect_written(c, (a.double() @ b.double()).to(dtype), what, rtol=0, atol=bound + torch.finfo(dtype).tiny)
+    expect_untouched(whole, 8, what)
+
+
+def expect_matmuls(launch):
+    for M, K, N in [(1, 1, 1), (16, 16, 16), (17, 5, 33), (40, 37, 23), (3, 0, 4), (0, 4, 5)]:
+        expect_matmul(launch, M, K, N)
+    expect_matmul(launch, 20, 30, 10, layout_a=".T", layout_b="[::2]")
+    expect_matmul(launch, 9, 70, 12, torch.float64, layout_a="[:, ::2]", layout_b=".T")
+
+
+def expect_random_matmuls(launch, n=4, biggest=70):
+    for _ in range(n):
+        expect_matmul(launch, inputs.randint(1, biggest), inputs.randint(0, biggest), inputs.randint(1, biggest),
+                      inputs.choice([torch.float32, torch.float32, torch.float64]),
+                      inputs.choice(["", ".T", "[:, ::2]"]), inputs.choice(["", ".T", "[::2]"]),
+                      inputs.choice([1.0, 10.0]))
+
+
+expect_matmuls(launch_matmul_naive)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+expect_random_matmuls(launch_matmul_naive)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 12 — `matmul`, tiled in shared memory
+#
+# In the naive kernel, the 16 threads of a block row all read the same row of
+# `A`, each on its own. Instead, a block can **load a tile of `A` and a tile of
+# `B` into shared memory once**, and let all its threads compute from there:
+#
+# ```
+#          B tile t: TILE rows of B, the block's TILE columns
+#            ┌────┐
+#            │ Bs │        for each t: load As, Bs  (each thread a few elements)
+#  ┌────────┐└────┘                    __syncthreads()   <- all loaded
+#  │ As     │ ▓▓           <- C tile   accumulate TILE products from shared memory
+#  └────────┘                          __syncthreads()   <- all done reading,
+#  A tile t: the block's TILE rows, TILE columns of A         before the next load
+# ```
+#
+# Each element of `A` and `B` now comes from global memory once per block
+# instead of once per thread: `TILE` times fewer global loads. Here `TILE` is
+# 32, and a block has `32 × 8` threads (`TILE_ROWS = 8` rows of threads), so each
+# thread computes **4** elements of `C`, one column apart by 8 rows: rows
+# `threadIdx.y + 8 r` for `r` = 0..3, column `threadIdx.x` of the block's tile.
+# Loading is shared the same way: each thread loads 4 elements of `As` and 4 of
+# `Bs`, at the same (row, column) positions of each tile, and **0** where the
+# tile sticks out of the matrix (ragged edges: `M`, `N`, `K` need not be
+# multiples of 32).
+#
+# Both barriers are needed: the first so that no thread computes from a tile
+# that is still being loaded, the second so that no thread overwrites a tile
+# (the next `t`) that others are still computing from. The emulator reports a
+# missing one as a data race on `As` or `Bs`.
+#
+# Write `matmul_tiled<T>` and `launch_matmul_tiled(c, a, b)` (grid: one block per
+# 32 × 32 tile of `C`).
+
+# %% solution="ex_matmul_tiled" reference=true
+MATMUL_TILED = Kernels(cuda_source(r"""
+#define TILE 32
+#define TILE_ROWS 8
+
+template <typename T>
+__global__ void matmul_tiled(T* c, const T* a, const T* b, long long M, long long N, long long K,
+                             long long sa0, long long sa1, long long sb0, long long sb1) {
+    __shared__ T As[TILE][TILE];
+    __shared__ T Bs[TILE][TILE];
+    ### BEGIN SOLUTION
+    long long row0 = blockIdx.y * (long long)TILE, col = blockIdx.x * (long long)TILE + threadIdx.x;
+    T acc[TILE / TILE_ROWS];
+    for (int r = 0; r < TILE / TILE_ROWS; ++r)
+        acc[r] = 0;
+    for (long long k0 = 0; k0 < K; k0 += TILE) {
+        for (int r = 0; r < TILE / TILE_ROWS; ++r) {
+            int y = threadIdx.y + r * TILE_ROWS;
+            long long arow = row0 + y, acol = k0 + threadIdx.x, brow = k0 + y;
+            As[y][threadIdx.x] = (arow < M && acol < K) ? a[arow * sa0 + acol * sa1] : T(0);
+            Bs[y][threadIdx.x] = (brow < K && col < N) ? b[brow * sb0 + col * sb1] : T(0);
+        }
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) {
+            T bk = Bs[k][threadIdx.x];
+            for (int r = 0; r < TILE / TILE_ROWS; ++r)
+                acc[r] += As[threadIdx.y + r * TILE_ROWS][k] * bk;
+        }
+        __syncthreads();
+    }
+    for (int r = 0; r < TILE / TILE_ROWS; ++r) {
+        long long row = row0 + threadIdx.y + r * TILE_ROWS;
+        if (row < M && col < N)
+            c[row * N + col] = acc[r];
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_matmul_tiled(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c = a @ b for 2-D a (M, K) and b (K, N) in any layout, c contiguous (M, N), with matmul_tiled."""
+    ### BEGIN SOLUTION
+    M, N = a.shape[0], b.shape[1]
+    if M == 0 or N == 0:
+        return
+    grid = ((N + 31) // 32, (M + 31) // 32)
+    MATMUL_TILED("matmul_tiled", C_TYPES[a.dtype])(grid, (32, 8), matmul_args(c, a, b))
+    ### END SOLUTION
+
+
+MATMULS["tiled"] = launch_matmul_tiled
+
+
+# %% tests="ex_matmul_tiled" points=3
+expect_matmuls(launch_matmul_tiled)
+a, b = torch.randn(64, 64, device=KERNEL_DEVICE), torch.randn(64, 64, device=KERNEL_DEVICE)
+if not GPU:  # what tiling saves, counted by the emulator
+    counts = {}
+    for name, launch, kernel in [("naive", launch_matmul_naive, MATMUL_NAIVE("matmul_naive", "float")),
+                                 ("tiled", launch_matmul_tiled, MATMUL_TILED("matmul_tiled", "float"))]:
+        launch(torch.empty(64, 64), a, b)
+        counts[name] = kernel.last_launch.counts
+    print(f"64 x 64 x 64: naive {counts['naive'].global_loads:,} global loads; tiled {counts['tiled'].global_loads:,} "
+          f"global loads and {counts['tiled'].shared_loads:,} shared loads")
+    assert counts["tiled"].global_loads <= counts["naive"].global_loads // 16, \
+        "the tiled kernel should read each element of a and b from global memory once per block (32x fewer loads)"
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+expect_random_matmuls(launch_matmul_tiled)
+expect_matmul(launch_matmul_tiled, 70, 65, 33)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## The launch visualiser
+#
+# Choose a size, threads per block and a number of blocks, and see which block
+# and thread computes each element of a tensor: the ragged last block, the
+# elements nobody computes when the grid is too small and the kernel has no
+# grid-stride loop, and the loop's rounds when it has one. In matmul mode, step
+# through the tiles of `A` and `B` a block loads, and see what the naive and the
+# tiled kernels read from global and from shared memory: the expected counts,
+# and — once exercises 11 and 12 run — your kernels' counts, from the emulator.
+
+# %%
+from course.widgets.launch_visualiser import explore
+
+explore(launch_1d, launch_2d, MATMULS)
+
+# %% [markdown]
+# ## Exercise 13 (advanced) — `matmul`, register-blocked
+#
+# The tiled kernel reads shared memory twice per multiply-add. Shared memory is
+# fast, but registers are faster: in a **register-blocked** kernel each thread
+# computes an `8 × 8` block of `C`, and per step `k` it loads 8 values of `A` and
+# 8 of `B` from shared memory into registers, then does 64 multiply-adds from
+# registers — 4 loads per 16 multiply-adds in the tiled kernel become 16 per 64.
+#
+# The block's tile of `C` is `BM × BN = 128 × 128`, with `16 × 16` threads; `A`
+# and `B` go through shared memory `BK = 8` columns (rows) at a time:
+#
+# - **load**: the `BM × BK` tile of `A` and the `BK × BN` tile of `B`, 1024
+#   elements each, 4 per thread. Thread `t = threadIdx.y * 16 + threadIdx.x`
+#   loads the elements `e = t + 256 r` (`r` = 0..3): of `A`, row `e / BK` and
+#   column `e % BK` of the tile (consecutive threads read consecutive `k`, the
+#   direction in which `A`'s rows are contiguous), stored **transposed** as
+#   `As[e % BK][e / BK]`; of `B`, row `e / BN` and column `e % BN`, stored as
+#   `Bs[e / BN][e % BN]`. Zero outside the matrices.
+# - **compute**: for each of the `BK` steps, `a[i] = As[k][threadIdx.y + 16 i]`
+#   and `b[j] = Bs[k][threadIdx.x + 16 j]` for `i, j` = 0..7, then
+#   `acc[i][j] += a[i] * b[j]`.
+# - **write**: `acc[i][j]` is `C[row0 + threadIdx.y + 16 i][col0 + threadIdx.x +
+#   16 j]`, where it is inside `C`.
+#
+# The rows and columns of a thread are 16 apart (not 8 consecutive): so that the
+# 32 threads of a warp read 32 consecutive floats of `Bs` at once (no bank
+# conflicts) and write 16 consecutive elements of `C` (coalesced).
+#
+# Write `matmul_blocked<T>` and `launch_matmul_blocked(c, a, b)` (one block per
+# 128 × 128 tile of `C`). Fast GEMMs go further — double buffering, vectorised
+# loads, warp-level tiles, tensor cores — see siboehm's
+# [How to optimize a CUDA matmul kernel](https://siboehm.com/articles/22/CUDA-MMM)
+# and NVIDIA's [CUTLASS](https://github.com/NVIDIA/cutlass).
+
+# %% solution="ex_matmul_blocked" reference=true
+MATMUL_BLOCKED = Kernels(cuda_source(r"""
+#define BM 128
+#define BN 128
+#define BK 8
+#define TM 8
+#define TN 8
+
+template <typename T>
+__global__ void __launch_bounds__(256) matmul_blocked(T* c, const T* a, const T* b, long long M, long long N,
+                                                      long long K, long long sa0, long long sa1, long long sb0,
+                                                      long long sb1) {
+    __shared__ T As[BK][BM];
+    __shared__ T Bs[BK][BN];
+    T acc[TM][TN];
+    T af[TM], bf[TN];
+    ### BEGIN SOLUTION
+    long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
+    int t = threadIdx.y * 16 + threadIdx.x;
+    for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j)
+            acc[i][j] = 0;
+    for (long long k0 = 0; k0 < K; k0 += BK) {
+        for (int r = 0; r < 4; ++r) {
+            int e = t + 256 * r;
+            long long arow = row0 + e / BK, acol = k0 + e % BK;
+            As[e % BK][e / BK] = (arow < M && acol < K) ? a[arow * sa0 + acol * sa1] : T(0);
+            long long brow = k0 + e / BN, bcol = col0 + e % BN;
+            Bs[e / BN][e % BN] = (brow < K && bcol < N) ? b[brow * sb0 + bcol * sb1] : T(0);
+        }
+        __syncthreads();
+        for (int k = 0; k < BK; ++k) {
+            for (int i = 0; i < TM; ++i)
+                af[i] = As[k][threadIdx.y + 16 * i];
+            for (int j = 0; j < TN; ++j)
+                bf[j] = Bs[k][threadIdx.x + 16 * j];
+            for (int i = 0; i < TM; ++i)
+                for (int j = 0; j < TN; ++j)
+                    acc[i][j] += af[i] * bf[j];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < TM; ++i) {
+        long long row = row0 + threadIdx.y + 16 * i;
+        for (int j = 0; j < TN; ++j) {
+            long long col = col0 + threadIdx.x + 16 * j;
+            if (row < M && col < N)
+                c[row * N + col] = acc[i][j];
+        }
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_matmul_blocked(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """c = a @ b for 2-D a (M, K) and b (K, N) in any layout, c contiguous (M, N), with matmul_blocked."""
+    ### BEGIN SOLUTION
+    M, N = a.shape[0], b.shape[1]
+    if M == 0 or N == 0:
+        return
+    grid = ((N + 127) // 128, (M + 127) // 128)
+    MATMUL_BLOCKED("matmul_blocked", C_TYPES[a.dtype])(grid, (16, 16), matmul_args(c, a, b))
+    ### END SOLUTION
+
+
+MATMULS["blocked"] = launch_matmul_blocked
+
+
+# %% tests="ex_matmul_blocked" points=3
+expect_matmuls(launch_matmul_blocked)
+expect_matmul(launch_matmul_blocked, 130, 9, 140)   # more than one block each way
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+expect_random_matmuls(launch_matmul_blocked, 3, 140)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The backend's `matmul`, given: chapter 01's rules (1-D operands, broadcast
+# batch dims), and one launch of the kernel `USE["matmul"]` names — `"tiled"`
+# unless you choose another with `use_kernels(matmul="blocked")` — per matrix of
+# the batch.
+
+# %% reference=true
+@register_kernel("matmul", "cuda")
+def cuda_matmul(a: Tensor, b: Tensor) -> Tensor:
+    if a.dim() == 0 or b.dim() == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.dim()}D and {b.dim()}D")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}")
+    if a.dtype not in (float32, float64):
+        raise RuntimeError(f"picotorch's CUDA backend multiplies float32 and float64 matrices, not {a.dtype.name}")
+    x = a.unsqueeze(0) if a.dim() == 1 else a
+    y = b.unsqueeze(-1) if b.dim() == 1 else b
+    if x.shape[-1] != y.shape[-2]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({x.shape[-2]}x{x.shape[-1]} and "
+                           f"{y.shape[-2]}x{y.shape[-1]})")
+    batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    x, y = x.expand(batch + x.shape[-2:]), y.expand(batch + y.shape[-2:])
+    out = empty_on(batch + (x.shape[-2], y.shape[-1]), a.dtype, a.device)
+    xt, yt, ot = x.to_torch(), y.to_torch(), out.to_torch()
+    launch = MATMULS[USE["matmul"]]
+    for index in np.ndindex(*batch):
+        if x.shape[-1] == 0:
+            launch_fill(ot[index], 0)
+        else:
+            launch(ot[index], xt[index], yt[index])
+    if a.dim() == 1:
+        out = out.squeeze(-2)
+    if b.dim() == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+# %% [markdown]
+# ## Exercise 14 — row `softmax`, numerically stable
+#
+# `softmax(x)[i] = exp(x[i]) / Σ_j exp(x[j])`, along the rows of a contiguous
+# `(rows, cols)` matrix. Computed like that, `exp(100)` is `inf` in float32 and
+# the row becomes `nan`. Every softmax subtracts the row's **maximum** `m`
+# first — the result is the same, since `exp(x - m) / Σ exp(x - m)` divides
+# `exp(-m)` out above and below — and then the largest term is `exp(0) = 1`.
+#
+# One block per row (and more rows per block, as in exercise 9), in three passes
+# over the row:
+#
+# 1. `m`: each thread's maximum over its share of the row, then the block's,
+#    with a shared-memory tree (start from the row's first element, not from an
+#    infinity);
+# 2. `s = Σ exp(x - m)`: the same, with sums;
+# 3. `out = exp(x - m) / s` — or, with `log_softmax` set, `x - m - log(s)`: the
+#    same kernel gives the log-probabilities of a classifier's loss, where
+#    `log(softmax(x))` would round tiny probabilities to `log(0) = -inf`.
+#
+# The block shares one `partial[SOFTMAX_THREADS]` array for both reductions:
+# mind the barriers, as before — including between reading the maximum out of
+# `partial[0]` and overwriting `partial` with the sums.
+#
+# Write `softmax_rows<T>(out, x, rows, cols, log_softmax)` and
+# `launch_softmax(out, x, log=False, max_blocks=MAX_BLOCKS)`, with blocks of
+# `reduction_threads(cols, SOFTMAX_THREADS)` threads. The given code
+# after it makes `softmax(x, dim, log=False)` an operation of every backend
+# (`log=True` for log_softmax), with its backward formulas.
+#
+# Real PyTorch: [`aten/src/ATen/native/cuda/SoftMax.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/SoftMax.cu);
+# [FlashAttention](https://arxiv.org/abs/2205.14135) rests on computing this
+# maximum and sum in one pass (the "online softmax").
+
+# %% solution="ex_softmax" reference=true
+SOFTMAX_THREADS = 256
+SOFTMAX = Kernels(cuda_source(r"""
+#define SOFTMAX_THREADS 256
+
+template <typename T>
+__global__ void softmax_rows(T* out, const T* x, long long rows, long long cols, int log_softmax) {
+    __shared__ T partial[SOFTMAX_THREADS];
+    ### BEGIN SOLUTION
+    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T* in = x + row * cols;
+        T* o = out + row * cols;
+        T m = in[0];
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            m = max(m, in[c]);
+        partial[threadIdx.x] = m;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s /= 2) {
+            if (threadIdx.x < s)
+                partial[threadIdx.x] = max(partial[threadIdx.x], partial[threadIdx.x + s]);
+            __syncthreads();
+        }
+        m = partial[0];
+        __syncthreads();
+        T sum = 0;
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            sum += exp(in[c] - m);
+        partial[threadIdx.x] = sum;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s /= 2) {
+            if (threadIdx.x < s)
+                partial[threadIdx.x] += partial[threadIdx.x + s];
+            __syncthreads();
+        }
+        sum = partial[0];
+        __syncthreads();
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            o[c] = log_softmax ? in[c] - m - log(sum) : exp(in[c] - m) / sum;
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_softmax(out: torch.Tensor, x: torch.Tensor, log: bool = False, max_blocks: int = MAX_BLOCKS) -> None:
+    """out = softmax (log: log_softmax) of each row of the contiguous (rows, cols) x; out contiguous too."""
+    ### BEGIN SOLUTION
+    rows, cols = x.shape
+    if rows == 0 or cols == 0:
+        return
+    SOFTMAX("softmax_rows", C_TYPES[x.dtype])((min(rows, max_blocks),), (reduction_threads(cols, SOFTMAX_THREADS),),
+                                              (out, x, np.int64(rows), np.int64(cols), np.int32(bool(log))))
+    ### END SOLUTION
+
+
+def _softmax_on_device(x: Tensor, dim: int, log: bool) -> Tensor:
+    """softmax along `dim` with your kernel: `dim` moved last, rows made contiguous, and back."""
+    n = x.dim()
+    d = wrap_dim(dim, n)
+    order = [i for i in range(n) if i != d] + [d] if n else []
+    moved = x.permute(*order).contiguous() if n else x.reshape(1)
+    rows = moved.view(-1, moved.shape[-1]) if moved.numel() else moved.reshape(0, max(moved.shape[-1], 1))
+    out = empty_on(rows.shape, x.dtype, x.device)
+    launch_softmax(out.to_torch(), rows.to_torch(), log)
+    if not n:
+        return out.view(())
+    inverse = [order.index(i) for i in range(n)]
+    return out.view(moved.shape).permute(*inverse)
+
+
+class SoftmaxFunction(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        out = dispatch("softmax", x, dim)
+        ctx.dim = dim
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
+
+
+class LogSoftmaxFunction(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        out = dispatch("log_softmax", x, dim)
+        ctx.dim = dim
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None
+
+
+def _softmax_cpu(x: Tensor, dim: int, log: bool) -> Tensor:
+    values = x.numpy()
+    axis = wrap_dim(dim, x.dim()) if x.dim() else None
+    with np.errstate(all="ignore"):
+        shifted = values - values.max(axis=axis, keepdims=True)
+        total = np.exp(shifted).sum(axis=axis, keepdims=True)
+        out = shifted - np.log(total) if log else np.exp(shifted) / total
+    return Tensor(Storage(np.ascontiguousarray(out, x.dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
+
+
+register_kernel("softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, False))
+register_kernel("log_softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, True))
+register_kernel("softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, False))
+register_kernel("log_softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, True))
+
+
+def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
+    """softmax(x) along `dim` (log=True: log_softmax), on any device, differentiable."""
+    wrap_dim(dim, x.dim())
+    return (LogSoftmaxFunction if log else SoftmaxFunction).apply(x, dim)
+
+
+# %% tests="ex_softmax" points=3
+def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, max_blocks=MAX_BLOCKS):
+    """Your rows against torch's, within the error of a sum of `cols` terms in `dtype` (and a few ulps of exp)."""
+    x = (inputs.randn(rows, cols, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    out, whole = poisoned((rows, cols), dtype, margin=8)
+    what = (f"launch_softmax(out, x{', log=True' if log else ''}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
+            f" where x: {describe(x)}{f' times {scale}' if scale != 1 else ''} on {KERNEL_DEVICE}")
+    with launching(what):
+        launch_softmax(out, x, log, max_blocks=max_blocks)
+    expected = torch.log_softmax(x, 1) if log else torch.softmax(x, 1)
+    tolerance = (max(cols, 1) + 8) * torch.finfo(dtype).eps
+    expect_written(out, expected, what, rtol=tolerance, atol=tolerance)
+    expect_untouched(whole, 8, what)
+
+
+for rows, cols in [(1, 1), (3, 10), (4, 300), (2, 257), (0, 5), (5, 0)]:
+    expect_softmax_rows(rows, cols)
+expect_softmax_rows(3, 50, scale=100.0)          # exp(100) is inf in float32: subtract the maximum
+expect_softmax_rows(4, 33, log=True, scale=30.0)
+expect_softmax_rows(6, 20, max_blocks=2)
+expect_softmax_rows(2, 40, torch.float64, log=True)
+x = torch.randn(3, 4, 5)
+compare.assert_matches(softmax(on_device(x), 1), torch.softmax(x, 1).to(torch_device(DEVICE)),
+                       f"softmax(x, 1) on {DEVICE} where x: {describe(x)}", rtol=1e-5, atol=1e-6)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+for _ in range(6):
+    expect_softmax_rows(inputs.randint(1, 8), inputs.choice([1, 2, 255, 256, 257, inputs.randint(1, 700)]),
+                        inputs.choice([torch.float32, torch.float64]), inputs.choice([False, True]),
+                        inputs.choice([1.0, 10.0, 80.0]), inputs.choice([MAX_BLOCKS, 1, 3]))
+for _ in range(3):  # through the backend, backward included
+    t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(1, 3), size=(1, 6))) * 3)
+    dim, log = inputs.randint(-t.dim(), t.dim() - 1), inputs.choice([False, True])
+    what = f"softmax(x, {dim}, log={log}) on {DEVICE} where x: {describe(t)}, then backward(g)"
+    leaf = on_device(t).requires_grad_()
+    theirs = t.clone().to(torch_device(DEVICE)).requires_grad_()
+    with launching(what):
+        out = softmax(leaf, dim, log)
+    want = (torch.log_softmax if log else torch.softmax)(theirs, dim)
+    compare.assert_matches(out, want.detach(), what, rtol=1e-5, atol=1e-5)
+    g = inputs.randn(t.shape).to(torch_device(DEVICE))
+    with launching(what):
+        out.backward(on_device(g))
+    want.backward(g)
+    compare.assert_matches(leaf.grad, theirs.grad, what + ": the gradient", rtol=1e-4, atol=1e-5)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Training on the device
+#
+# Chapter 02's autograd needs nothing new: its `Function`s call `KERNELS`, which
+# now dispatch, so their forward and backward run wherever the tensors are. Two
+# pieces of chapters 03 and 04 compute with NumPy directly, though, and cannot
+# run on a device: chapter 03's fused `LinearFunction`, and chapter 04's losses
+# and optimizers. The next cell gives `LinearFunction` a device path (`x @ W.T +
+# b` and its gradients, with your kernels) — the dispatcher taking over a fused
+# operation, as torch's `aten::linear` does — and `arange_on(n, device)`.
+
+# %% reference=true
+if "_ch05_linear" not in vars(LinearFunction):
+    LinearFunction._ch05_linear = (LinearFunction.forward, LinearFunction.backward)
+_linear_cpu_forward, _linear_cpu_backward = LinearFunction._ch05_linear
+
+
+def _linear_forward(ctx, x, weight, bias):
+    if x.device == CPU:
+        return _linear_cpu_forward(ctx, x, weight, bias)
+    ctx.on_device, ctx.has_bias = True, bias is not None
+    ctx.save_for_backward(x, weight)
+    out = x @ weight.mT
+    return out + bias if bias is not None else out
+
+
+def _linear_backward(ctx, grad):
+    if not getattr(ctx, "on_device", False):
+        return _linear_cpu_backward(ctx, grad)
+    x, weight = ctx.saved_tensors
+    g2, x2 = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
+    grad_x = grad @ weight if ctx.needs_input_grad[0] else None
+    grad_w = g2.mT @ x2 if ctx.needs_input_grad[1] else None
+    grad_b = g2.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+    return grad_x, grad_w, grad_b
+
+
+LinearFunction.forward, LinearFunction.backward = staticmethod(_linear_forward), staticmethod(_linear_backward)
+
+
+def arange_on(n: int, device) -> Tensor:
+    """0, 1, ..., n - 1 (int64) on `device`."""
+    return move(Tensor(Storage(np.arange(n, dtype=np.int64)), (n,), (1,), 0), device)
+
+
+# %% [markdown]
+# ## Exercise 15 — an MLP trained on the device, with your kernels
+#
+# Write the three pieces of a training loop that runs wherever its tensors are,
+# with the backend's operations only (no NumPy: `.numpy()` of a device tensor is
+# an error, so you cannot fall back on the CPU by accident):
+#
+# - `cross_entropy_on_device(logits, target)`: the mean over the batch of
+#   `-log_softmax(logits)[i, target[i]]`, for `logits` `(N, C)` and int64 class
+#   indices `target` `(N,)`. Pick the target's entries with a **one-hot mask**:
+#   `target.unsqueeze(1) == arange_on(C, device)` is `(N, C)`, `True` where the
+#   column is the target (a comparison kernel); multiply it with the
+#   log-probabilities (`softmax(logits, -1, log=True)`), sum each row, average.
+# - `sgd_step(params, lr)`: `p -= lr * p.grad` for each parameter that has a
+#   gradient, **in place** (an optimizer holds these very tensors) and inside
+#   `no_grad()`.
+# - `train(model, x, y, steps, lr, device)`: move the model (`model.to(device)`,
+#   chapter 03) and the data there, then `steps` full-batch steps — clear the
+#   gradients (`p.grad = None`), forward, loss, `backward()`, `sgd_step` — and
+#   return the list of the losses as Python floats (`loss.item()`: the one
+#   number that comes back to the CPU each step).
+#
+# The tests train the same MLP, from the same weights, on digits (chapter 04's
+# data), in torch on the CPU — or on the GPU — and compare every loss, and
+# every weight at the end; they also count the launches of your kernels.
+
+# %% solution="ex_mlp" reference=true
+def cross_entropy_on_device(logits: Tensor, target: Tensor) -> Tensor:
+    """The mean cross-entropy of logits (N, C) and int64 targets (N,), on their device."""
+    ### BEGIN SOLUTION
+    log_probs = softmax(logits, -1, log=True)
+    one_hot = target.unsqueeze(1) == arange_on(logits.shape[1], logits.device)
+    return -(log_probs * one_hot).sum(1).mean()
+    ### END SOLUTION
+
+
+def sgd_step(params, lr: float) -> None:
+    """p -= lr * p.grad, in place, for every parameter with a gradient."""
+    ### BEGIN SOLUTION
+    with no_grad():
+        for p in params:
+            if p.grad is not None:
+                p -= lr * p.grad
+    ### END SOLUTION
+
+
+def train(model, x: Tensor, y: Tensor, steps: int, lr: float, device) -> list:
+    """Full-batch SGD on `device`: the loss of each step, as floats."""
+    ### BEGIN SOLUTION
+    model.to(device)
+    x, y = x.to(device), y.to(device)
+    losses = []
+    for _ in range(steps):
+        for p in model.parameters():
+            p.grad = None
+        loss = cross_entropy_on_device(model(x), y)
+        loss.backward()
+        sgd_step(model.parameters(), lr)
+        losses.append(loss.item())
+    return losses
+    ### END SOLUTION
+
+
+# %% tests="ex_mlp" points=3
+from course.cuda.status import Where, recording
+from course.datasets import load_digits
+from picotorch import Linear, ReLU, Sequential
+
+DIGITS = load_digits()
+
+
+def twin_mlp(sizes):
+    """(yours, torch's): the same MLP, Linear and ReLU layers of the given sizes, with the same weights."""
+    torch.manual_seed(inputs.randint(0, 2**31))
+    theirs_layers, ours_layers = [], []
+    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+        theirs_layers.append(torch.nn.Linear(n_in, n_out))
+        ours_layers.append(Linear(n_in, n_out))
+        if i < len(sizes) - 2:
+            theirs_layers.append(torch.nn.ReLU())
+            ours_layers.append(ReLU())
+    theirs, ours = torch.nn.Sequential(*theirs_layers), Sequential(*ours_layers)
+    weights = dict(theirs.named_parameters())
+    with no_grad():
+        for name, p in ours.named_parameters():
+            p.copy_(weights[name].detach())
+    return ours, theirs
+
+
+def torch_train(model, x, y, steps, lr, device):
+    model.to(device)
+    x, y = x.to(device), y.to(device)
+    losses = []
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad
+        losses.append(loss.item())
+    return losses
+
+
+def expect_training(sizes, n, steps, lr):
+    rows = torch.randperm(len(DIGITS.train_labels), generator=inputs.generator())[:n]
+    x = torch.from_numpy(DIGITS.train_images[rows.numpy()][:, :sizes[0]].copy())
+    y = torch.from_numpy(DIGITS.train_labels[rows.numpy()].copy()) % sizes[-1]
+    ours, theirs = twin_mlp(sizes)
+    what = f"train(an MLP {' -> '.join(map(str, sizes))}, {n} digits, steps={steps}, lr={lr}, '{DEVICE}')"
+    with recording() as launches:
+        with launching(what):
+            losses = train(ours, from_torch(x.clone()), from_torch(y.clone()), steps, lr, DEVICE)
+    want = torch_train(theirs, x, y, steps, lr, torch_device(DEVICE))
+    assert isinstance(losses, list) and all(isinstance(v, float) for v in losses), \
+        f"{what} must return a list of floats (loss.item() of each step), not {type(losses).__name__}"
+    compare.assert_matches(torch.tensor(losses), torch.tensor(want), f"{what}: the loss of each step",
+                           rtol=1e-4, atol=1e-5)
+    weights = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        compare.assert_equal(str(p.device), str(Device(DEVICE)), f"{what}: {name}.device after training")
+        compare.assert_matches(p, weights[name].detach(), f"{what}: {name} after training", rtol=1e-4, atol=1e-5)
+    places = {launch.where for launch in launches}
+    expected_place = Where.GPU if GPU else Where.EMULATOR
+    assert launches and places == {expected_place}, \
+        f"{what}: your kernels should have run on the {expected_place.value}; the launches ran on {places or 'nothing'}"
+    return losses, len(launches)
+
+
+losses, launched = expect_training((64, 16, 10), 48, 4, 0.5)
+print(f"losses on {DEVICE}: {', '.join(f'{v:.4f}' for v in losses)} ({launched} kernel launches)")
+logits = on_device(torch.randn(5, 3))
+target = on_device(torch.tensor([0, 2, 1, 1, 0]))
+compare.assert_matches(cross_entropy_on_device(logits, target),
+                       torch.nn.functional.cross_entropy(logits.to_torch(), target.to_torch()),
+                       f"cross_entropy_on_device(logits (5, 3), target (5,)) on {DEVICE}", rtol=1e-5, atol=1e-6)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+losses, _ = expect_training((64, inputs.randint(8, 24), 10), inputs.randint(20, 60), 5, inputs.choice([0.2, 0.5, 1.0]))
+assert losses[-1] < losses[0], f"training with your kernels did not lower the loss: {losses}"
+expect_training((32, 12, 8, 10), 30, 3, 0.3)
+logits = inputs.randn(7, 4, dtype=torch.float64)
+target = torch.tensor([inputs.randint(0, 3) for _ in range(7)])
+leaf = on_device(logits).requires_grad_()
+theirs = logits.clone().to(torch_device(DEVICE)).requires_grad_()
+loss = cross_entropy_on_device(leaf, on_device(target))
+want = torch.nn.functional.cross_entropy(theirs, target.to(torch_device(DEVICE)))
+compare.assert_matches(loss, want.detach(), f"cross_entropy_on_device(float64 logits (7, 4), target) on {DEVICE}")
+loss.backward()
+want.backward()
+compare.assert_matches(leaf.grad, theirs.grad, f"the gradient of cross_entropy_on_device(float64 logits (7, 4), target)")
+ps = [on_device(torch.ones(3)), on_device(torch.ones(2, 2))]
+ps[0].grad = on_device(torch.tensor([1.0, 2.0, 3.0]))
+before = ps[0]
+sgd_step(ps, 0.5)
+assert ps[0] is before, "sgd_step must change the parameters in place"
+compare.assert_matches(ps[0], torch.tensor([0.5, 0.0, -0.5]).to(torch_device(DEVICE)), "sgd_step([p, q], 0.5) with p.grad [1, 2, 3]")
+compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_step: a parameter without .grad is left alone")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## What runs where, and what to read next
+#
+# Without a GPU, everything you wrote ran on the emulator, which checked every
+# access and every barrier — and measured nothing of speed. On a GPU, the same
+# sources run through NVRTC and cupy on `torch.cuda` memory, and the course's
+# `benchmarks/` compare them with torch's own kernels (cuBLAS for matmul): an
+# elementwise kernel reaches most of the memory bandwidth easily; a matmul only
+# with the tricks of exercise 13 and many more.
+#
+# - `course.cuda.compile_check(source, [name], arch="sm_90")` compiles a kernel
+#   for an H100/H200 without one, and reports its registers, shared memory and
+#   **spills** (registers that did not fit, and went to slow local memory).
+# - Torch's own CUDA kernels live in `aten/src/ATen/native/cuda/`; the
+#   dispatcher in `aten/src/ATen/core/dispatch/`.
+#
+# ## Check your work
+#
+# Save the notebook (Ctrl+S), then run the cell below: it re-runs the saved
+# file in a fresh kernel, as the grader will, and lists every exercise.
+
+# %%
+check()

@@ -1,0 +1,203 @@
+"""Typical wrong answers to chapter 05, one dict per exercise: {what is wrong: the cell's code}.
+
+tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
+notebook (hidden tests included) up to that exercise's tests and expects them to fail. Here the
+solution cells hold CUDA C too: a wrong kernel is the solution's kernel with one line changed, and the
+emulator (a missing bound check, a missing __syncthreads) or the comparison with torch rejects it.
+
+Each wrong answer is the solution cell with one mistake put in (`_wrong`). A replacement that no longer
+matches the solution fails loudly, here, rather than making a mutant that is not wrong.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_SOURCE = Path(__file__).resolve().parents[2] / "source" / "05_backend" / "05_backend.py"
+
+
+def _solution(exercise: str) -> str:
+    """The code of the exercise's solution cell, solution markers removed."""
+    text = _SOURCE.read_text()
+    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
+    body = text[header.end():]
+    body = body[:re.search(r"^# %%", body, re.M).start()]
+    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
+                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+
+
+def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
+    code = _solution(exercise)
+    for old, new in replacements:
+        if old not in code:
+            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
+        code = code.replace(old, new)
+    return code
+
+
+MUTANTS = {
+    "ex_device": {
+        "Device('cuda') equals Device('cuda:0'): a missing index compared as 0":
+            _wrong("ex_device", ("return self.type == other.type and self.index == other.index",
+                                 "return self.type == other.type and (self.index or 0) == (other.index or 0)")),
+        "an index with a leading zero ('cuda:01') is accepted":
+            _wrong("ex_device", (' or (number[0] == "0" and len(number) > 1)', "")),
+        "repr shows index=None for a device without an index":
+            _wrong("ex_device", ("""        if self.index is None:
+            return f"device(type='{self.type}')"
+""", "")),
+    },
+    "ex_dispatch": {
+        "dispatch always runs the CPU kernel, whatever the device":
+            _wrong("ex_dispatch", ("backend = DISPATCH_KEY[device.type]", 'backend = "cpu"')),
+        "device_of looks at the first argument only":
+            _wrong("ex_dispatch", ("for a in args:", "for a in args[:1]:")),
+        "tensors on two devices are not refused":
+            _wrong("ex_dispatch", ("elif d != found:", "elif False:")),
+    },
+    "ex_to": {
+        "move returns torch's tensor when it is already on the device (no copy)":
+            _wrong("ex_to", ("""    dest = torch.empty(tuple(t.shape), dtype=source.dtype, device=torch_device(device))
+    dest.copy_(source)
+""", """    dest = source.to(torch_device(device))
+""")),
+        "to() moves even when the tensor is already on the device":
+            _wrong("ex_to", ("if device != out.device:", "if True:")),
+    },
+    "ex_launch": {
+        "floor instead of ceiling: the ragged last block is left out":
+            _wrong("ex_launch", ("blocks = min((n + threads - 1) // threads, 2**31 - 1)",
+                                 "blocks = min(n // threads, 2**31 - 1)")),
+        "a grid of zero blocks for nothing to do, instead of no launch":
+            _wrong("ex_launch", ("""    if n == 0:
+        return None
+""", "")),
+        "rows across x and columns down y":
+            _wrong("ex_launch", ("grid = ((cols + bx - 1) // bx, (rows + by - 1) // by)",
+                                 "grid = ((rows + bx - 1) // bx, (cols + by - 1) // by)")),
+    },
+    "ex_fill": {
+        "no bound check: the ragged last block writes past the tensor":
+            _wrong("ex_fill", ("""    if (i < n)
+        out[i] = value;""", """    out[i] = value;""")),
+        "the value passed as a Python number (a GPU would read it as a double)":
+            _wrong("ex_fill", ("scalar(value, out.dtype)", "value")),
+        "each thread fills the element of its thread index only (blockIdx forgotten)":
+            _wrong("ex_fill", ("long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;",
+                               "long long i = threadIdx.x;")),
+    },
+    "ex_map": {
+        "no grid-stride loop: one element per thread, the rest never written":
+            _wrong("ex_map", ("""    for (long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+        out[i]""", """    long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x);
+    if (i < n)
+        out[i]""")),
+        "the element index computed in 32 bits":
+            _wrong("ex_map", ("return (long long)block * threads + thread;", "return block * threads + thread;")),
+        "the grid's size computed in 32 bits":
+            _wrong("ex_map", ("return (long long)threads * blocks;", "return threads * blocks;")),
+    },
+    "ex_strided": {
+        "the index split from the first dim instead of the last":
+            _wrong("ex_strided", ("for (int d = ndim - 1; d >= 0; --d) {", "for (int d = 0; d < ndim; ++d) {")),
+        "the output written at i, as if it were contiguous":
+            _wrong("ex_strided", ("out[offset_of(i, ndim, sizes, meta + ndim)]", "out[i]")),
+        "the offset accumulated in 32 bits":
+            _wrong("ex_strided", ("long long offset = 0;", "int offset = 0;")),
+    },
+    "ex_binary": {
+        "no broadcasting: the operands are used in their own shapes":
+            _wrong("ex_binary", ("operands = [x.to(dtype).expand(shape) for x in operands]",
+                                 "operands = [x.to(dtype) for x in operands]")),
+        "comparisons return numbers of the compute dtype instead of bools":
+            _wrong("ex_binary", ("out = empty_on(shape, bool_ if op in COMPARISONS else dtype, device)",
+                                 "out = empty_on(shape, dtype, device)")),
+        "integer division stays integer":
+            _wrong("ex_binary", ("""        if op == "div" and not dtype.is_floating_point:
+            dtype = float32
+""", "")),
+    },
+    "ex_sum_tree": {
+        "no __syncthreads() between the steps of the tree":
+            _wrong("ex_sum_tree", ("""                partial[threadIdx.x] += partial[threadIdx.x + s];
+            __syncthreads();""", """                partial[threadIdx.x] += partial[threadIdx.x + s];""")),
+        "each thread adds one element of the row: the tail is dropped":
+            _wrong("ex_sum_tree", ("""        for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+            acc += x[row * cols + c];""", """        if (threadIdx.x < cols)
+            acc = x[row * cols + threadIdx.x];""")),
+        "each block sums one row: the rows beyond the grid are never summed":
+            _wrong("ex_sum_tree", ("for (long long row = blockIdx.x; row < rows; row += gridDim.x) {",
+                                   "for (long long row = blockIdx.x; row < rows; row += rows) {")),
+        "the barrier inside `if (t < s)`: not every thread reaches it":
+            _wrong("ex_sum_tree", ("""            if (threadIdx.x < s)
+                partial[threadIdx.x] += partial[threadIdx.x + s];
+            __syncthreads();""", """            if (threadIdx.x < s) {
+                partial[threadIdx.x] += partial[threadIdx.x + s];
+                __syncthreads();
+            }""")),
+    },
+    "ex_sum_warp": {
+        "no barrier before the next row overwrites `partial`":
+            _wrong("ex_sum_warp", ("""                out[row] = acc;
+        }
+        __syncthreads();""", """                out[row] = acc;
+        }""")),
+        "the shuffles stop one step early":
+            _wrong("ex_sum_warp", ("for (int offset = 16; offset > 0; offset /= 2)",
+                                   "for (int offset = 16; offset > 1; offset /= 2)")),
+    },
+    "ex_matmul_naive": {
+        "no bound check: threads of the ragged edge write past C":
+            _wrong("ex_matmul_naive", ("if (row < M && col < N) {", "if (true) {")),
+        "a read as if it were contiguous (its strides ignored)":
+            _wrong("ex_matmul_naive", ("a[row * sa0 + k * sa1]", "a[row * K + k]")),
+        "the grid's x over the rows and y over the columns":
+            _wrong("ex_matmul_naive", ("launch_2d(a.shape[0], b.shape[1], (16, 16))",
+                                       "launch_2d(b.shape[1], a.shape[0], (16, 16))")),
+    },
+    "ex_matmul_tiled": {
+        "no __syncthreads() after the products: the next tile overwrites one still in use":
+            _wrong("ex_matmul_tiled", ("""                acc[r] += As[threadIdx.y + r * TILE_ROWS][k] * bk;
+        }
+        __syncthreads();""", """                acc[r] += As[threadIdx.y + r * TILE_ROWS][k] * bk;
+        }""")),
+        "no __syncthreads() after the loads":
+            _wrong("ex_matmul_tiled", ("""        }
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) {""", """        }
+        for (int k = 0; k < TILE; ++k) {""")),
+        "tiles that stick out of A are loaded anyway (no zero padding)":
+            _wrong("ex_matmul_tiled", ("(arow < M && acol < K) ? a[arow * sa0 + acol * sa1] : T(0)",
+                                       "a[arow * sa0 + acol * sa1]")),
+    },
+    "ex_matmul_blocked": {
+        "no __syncthreads() before the next tiles are loaded":
+            _wrong("ex_matmul_blocked", ("""                    acc[i][j] += af[i] * bf[j];
+        }
+        __syncthreads();""", """                    acc[i][j] += af[i] * bf[j];
+        }""")),
+        "a thread's columns taken 8 consecutive instead of 16 apart, but written 16 apart":
+            _wrong("ex_matmul_blocked", ("bf[j] = Bs[k][threadIdx.x + 16 * j];", "bf[j] = Bs[k][threadIdx.x * 8 + j];")),
+        "B's tile not padded with zeros past the last row of B":
+            _wrong("ex_matmul_blocked", ("(brow < K && bcol < N)", "(bcol < N)")),
+    },
+    "ex_softmax": {
+        "no maximum subtracted: exp overflows":
+            _wrong("ex_softmax", ("sum += exp(in[c] - m);", "sum += exp(in[c]);"),
+                   ("o[c] = log_softmax ? in[c] - m - log(sum) : exp(in[c] - m) / sum;",
+                    "o[c] = log_softmax ? in[c] - log(sum) : exp(in[c]) / sum;")),
+        "no barrier between reading the maximum and writing the sums into `partial`":
+            _wrong("ex_softmax", ("""        m = partial[0];
+        __syncthreads();""", """        m = partial[0];""")),
+    },
+    "ex_mlp": {
+        "sgd_step makes new tensors instead of changing the parameters in place":
+            _wrong("ex_mlp", ("p -= lr * p.grad", "p = p - lr * p.grad")),
+        "the loss is summed over the batch instead of averaged":
+            _wrong("ex_mlp", ("return -(log_probs * one_hot).sum(1).mean()", "return -(log_probs * one_hot).sum(1).sum()")),
+        "gradients are not cleared between steps":
+            _wrong("ex_mlp", ("""        for p in model.parameters():
+            p.grad = None
+""", "")),
+    },
+}
