@@ -130,25 +130,48 @@ def test_a_blank_exercise_leaves_torch_training_and_says_why(pico):
 
 
 def test_a_bug_in_the_middle_of_a_run_stops_only_your_side(pico):
-    calls = []
+    def failing_fit(*args, on_epoch=None, **kwargs):
+        def reporting(record):
+            on_epoch(record)
+            if record["epoch"] == 1:
+                raise ValueError("boom")
+        return pico.fit(*args, on_epoch=reporting, **kwargs)
 
-    def failing_evaluate(model, loader, loss_fn):
-        calls.append(1)
-        if len(calls) == 2:
-            raise ValueError("boom")
-        return pico.evaluate(model, loader, loss_fn)
-
-    dash = TrainingDashboard(dict(pieces_of(pico), evaluate=failing_evaluate), nn=pico, epochs=3)
+    dash = TrainingDashboard(dict(pieces_of(pico), fit=failing_fit), nn=pico, epochs=3)
     state = dash.run()
     assert len(state["yours"]) == 1 and len(state["torch"]) == 3
     assert "ValueError" in state["error"] and "boom" in state["error"]
-    assert state["error"].startswith("your evaluate (in failing_evaluate)")
+    assert state["error"].startswith("your fit (in reporting)")
+    assert "yours stopped after 1" in dash.status.value
+
+
+def test_a_fit_that_never_reports_is_named(pico):
+    def silent_fit(*args, on_epoch=None, **kwargs):
+        return pico.fit(*args, **kwargs)
+
+    state = TrainingDashboard(dict(pieces_of(pico), fit=silent_fit), nn=pico, epochs=2).run()
+    assert state["yours"] == [] and len(state["torch"]) == 2
+    assert "on_epoch" in state["error"]
+
+
+def test_your_fit_drives_and_torch_follows_epoch_by_epoch(pico):
+    order = []
+
+    def watched_fit(*args, on_epoch=None, **kwargs):
+        def reporting(record):
+            order.append(("yours", record["epoch"], len(dash.runs["torch"])))
+            on_epoch(record)
+        return pico.fit(*args, on_epoch=reporting, **kwargs)
+
+    dash = TrainingDashboard(dict(pieces_of(pico), fit=watched_fit), nn=pico, epochs=3)
+    dash.run()
+    assert order == [("yours", 1, 0), ("yours", 2, 1), ("yours", 3, 2)]  # live: torch's epoch k after yours
 
 
 def test_missing_pieces_are_named(pico):
     dash = TrainingDashboard({"SGD": pico.SGD}, nn=pico, epochs=1)
     state = dash.run()
-    assert "not given to explore()" in state["error"] and "DataLoader" in state["error"]
+    assert "not given to explore()" in state["error"] and "DataLoader" in state["error"] and "fit" in state["error"]
     assert len(state["torch"]) == 1
 
 

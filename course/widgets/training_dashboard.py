@@ -4,16 +4,16 @@ In a notebook (chapter 04)::
 
     from course.widgets.training_dashboard import explore
     explore(SGD=SGD, Adam=Adam, AdamW=AdamW, cross_entropy=cross_entropy, TensorDataset=TensorDataset,
-            DataLoader=DataLoader, train_one_epoch=train_one_epoch, evaluate=evaluate)
+            DataLoader=DataLoader, fit=fit)
 
 Both sides start from the same weights (torch's model is made after ``torch.manual_seed(seed)`` and
 its ``state_dict`` is loaded into yours) and see the same batches in the same order (both loaders
-shuffle with ``torch.Generator().manual_seed(seed)``). Each epoch runs your ``train_one_epoch`` and
-``evaluate`` with your optimizer, loss and loader, then the same epoch in torch (``torch.optim``,
-``torch.nn.functional.cross_entropy``, ``torch.utils.data.DataLoader``), and the curves are
-redrawn: the loss (training and test) and the test accuracy, yours solid and torch's dashed, on the
-same axes. When your pieces raise (a blank exercise, a bug), torch trains alone and the dashboard
-says what stopped yours.
+shuffle with ``torch.Generator().manual_seed(seed)``). Your ``fit`` trains your side with your
+optimizer, loss and loader; each time it reports an epoch to ``on_epoch``, torch runs the same
+epoch (``torch.optim``, ``torch.nn.functional.cross_entropy``, ``torch.utils.data.DataLoader``) and
+the curves are redrawn: the loss (training and test) and the test accuracy, yours as wide light
+lines and torch's dashed on top, on the same axes. When your pieces raise (a blank exercise, a
+bug), torch trains alone and the dashboard says what stopped yours.
 
 The model pieces (``Sequential``, ``Linear``, ``ReLU``, ``from_numpy``) come from ``picotorch``
 (chapters 01–03 in the chapter's folder), or from ``nn=`` when given. The logic (``run``,
@@ -39,7 +39,7 @@ OPTIMIZERS = {  # label -> (class name, keyword arguments besides lr, default lr
     "AdamW (weight decay 0.01)": ("AdamW", {"weight_decay": 0.01}, 3e-3),
 }
 BATCH_SIZES = (16, 32, 64, 128)
-PIECES = ("SGD", "Adam", "AdamW", "cross_entropy", "TensorDataset", "DataLoader", "train_one_epoch", "evaluate")
+PIECES = ("SGD", "Adam", "AdamW", "cross_entropy", "TensorDataset", "DataLoader", "fit")
 DARK = {"#1f77b4": "#0b3a5c", "#ff7f0e": "#8a3f00", "#2ca02c": "#11501a"}  # torch's dashes over your lines
 SERIES = [  # (key of a record, panel, colour)
     ("train_loss", "loss", "#1f77b4"),
@@ -127,7 +127,7 @@ class TorchSide:
 
 
 class YourSide:
-    """The same run on your framework: your optimizer, loss, data set, loader, train_one_epoch, evaluate."""
+    """The same run on your framework: your optimizer, loss, data set and loader, trained by your `fit`."""
 
     def __init__(self, config, data, state_dict, pieces, nn):
         with Stage("picotorch's MLP (chapter 03)"):
@@ -144,13 +144,10 @@ class YourSide:
                                               generator=torch.Generator().manual_seed(config["seed"]))
             self.test = pieces["DataLoader"](pieces["TensorDataset"](x_test, y_test), batch_size=512)
 
-    def epoch(self) -> tuple:
-        loss_fn = self.pieces["cross_entropy"]
-        with Stage("your train_one_epoch"):
-            train_loss = self.pieces["train_one_epoch"](self.model, self.train, loss_fn, self.optimizer)
-        with Stage("your evaluate"):
-            val_loss, accuracy = self.pieces["evaluate"](self.model, self.test, loss_fn)
-        return float(train_loss), float(val_loss), float(accuracy)
+    def fit(self, epochs: int, on_epoch) -> None:
+        with Stage("your fit"):
+            self.pieces["fit"](self.model, self.optimizer, self.pieces["cross_entropy"], self.train, self.test, epochs,
+                               on_epoch=on_epoch)
 
 
 def mlp(nn, hidden: int):
@@ -217,24 +214,49 @@ class TrainingDashboard:
         state_dict = {k: v.detach().clone() for k, v in start.state_dict().items()}
         theirs = TorchSide(config, self.data, state_dict)
         yours = self._your_side(config, state_dict)
+        epochs = config["epochs"]
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # one core each, as NumPy uses for these small matrices; a busy pool only waits
         try:
-            for epoch in range(1, config["epochs"] + 1):
-                self.message = f"training: epoch {epoch} of {config['epochs']} …"
-                self._render()
-                if yours is not None:
-                    try:
-                        self.runs["yours"].append(self._timed(epoch, yours.epoch))
-                    except Exception as e:  # a student's bug must not break the dashboard
-                        self.error, yours = describe_error(e), None
-                self.runs["torch"].append(self._timed(epoch, theirs.epoch))
+            if yours is not None:
+                self._fit_both(yours, theirs, epochs)
+            while len(self.runs["torch"]) < epochs:  # torch alone: your side is not done, or stopped early
+                self._torch_epoch(theirs, epochs)
         finally:
             torch.set_num_threads(threads)
-        self.message = f"done: {config['epochs']} epoch{'s' if config['epochs'] > 1 else ''}, " + \
-            ("yours and torch's." if yours is not None else "torch's only.")
+        both = len(self.runs["yours"]) == epochs
+        self.message = f"done: {epochs} epoch{'s' if epochs > 1 else ''}, " + \
+            ("yours and torch's." if both else "torch's only." if not self.runs["yours"] else
+             f"torch's; yours stopped after {len(self.runs['yours'])}.")
         self._render()
         return self.state()
+
+    def _fit_both(self, yours, theirs, epochs: int) -> None:
+        """Your fit drives: each time it reports an epoch (on_epoch), torch runs the same epoch and both are drawn."""
+        mark = [time.perf_counter()]
+
+        def on_epoch(record):
+            seconds = time.perf_counter() - mark[0]
+            self.runs["yours"].append({"epoch": len(self.runs["yours"]) + 1, "seconds": seconds,
+                                       **{k: float(record[k]) for k in ("train_loss", "val_loss", "val_accuracy")}})
+            self._torch_epoch(theirs, epochs)
+            mark[0] = time.perf_counter()
+
+        self.message = f"training: epoch 1 of {epochs} …"
+        self._render()
+        try:
+            yours.fit(epochs, on_epoch)
+            if len(self.runs["yours"]) < epochs:
+                self.error = (f"your fit reported {len(self.runs['yours'])} of {epochs} epochs to on_epoch "
+                              "(it must call on_epoch(record) after every epoch)")
+        except Exception as e:  # a student's bug must not break the dashboard
+            self.error = describe_error(e)
+
+    def _torch_epoch(self, theirs, epochs: int) -> None:
+        self.runs["torch"].append(self._timed(len(self.runs["torch"]) + 1, theirs.epoch))
+        done = max(len(self.runs["torch"]), len(self.runs["yours"]))
+        self.message = f"training: epoch {min(done + 1, epochs)} of {epochs} …"
+        self._render()
 
     def _your_side(self, config, state_dict):
         missing = [name for name in PIECES if name not in self.pieces]

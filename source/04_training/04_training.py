@@ -2293,17 +2293,18 @@ assert seconds < 120, f"train_digits took {seconds:.0f} s; it should take a few 
 # Your framework and PyTorch train the same MLP on the digits, side by side: the
 # same initial weights, the same batches in the same order. Pick the optimizer,
 # the learning rate, the batch size and the number of epochs, and press
-# **Train**: the loss and accuracy curves of both are drawn as the epochs go by,
-# yours solid, torch's dashed, on the same axes — if your pieces are right, the
-# curves lie on top of each other. Below them, the time per epoch of each.
-# (Until your exercises run, the dashboard trains torch alone and says what
-# stopped yours.)
+# **Train**: your `fit` trains your side, and each time it reports an epoch to
+# `on_epoch`, torch trains the same epoch and both are drawn — the loss and the
+# test accuracy, yours as wide light lines, torch's dashed on top, on the same
+# axes. If your pieces are right, the dashes run along the middle of your lines.
+# Below them, the time per epoch of each. (Until your exercises run, the
+# dashboard trains torch alone and says what stopped yours.)
 
 # %%
 from course.widgets.training_dashboard import explore
 
 explore(SGD=SGD, Adam=Adam, AdamW=AdamW, cross_entropy=cross_entropy, TensorDataset=TensorDataset,
-        DataLoader=DataLoader, train_one_epoch=train_one_epoch, evaluate=evaluate)
+        DataLoader=DataLoader, fit=fit)
 
 # %% [markdown]
 # ## Check your work
