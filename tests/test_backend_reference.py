@@ -306,3 +306,16 @@ class TestOnTheGpu:
         np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
         assert log and {r.where for r in log} == {Where.GPU}
         assert all(p.is_cuda for p in ours.parameters())
+
+
+@needs_emulator
+def test_the_gpu_benchmark_runs_every_case_in_miniature_on_the_emulator(backend):
+    """benchmarks/suites/gpu.py runs only on a GPU; its code paths (launches, checks, records) are
+    exercised here on the emulator with tiny sizes, so that a lent GPU's one call measures, not debugs."""
+    from benchmarks.suites import gpu
+
+    records = gpu.measure("cpu", size=32, n=1000, backend=backend)
+    cases = [r["case"] for r in records]
+    assert cases[0] == "add" and "softmax" in cases and {"matmul naive", "matmul tiled", "matmul blocked"} <= set(cases)
+    assert all(r["ours_s"] > 0 and r["baseline_s"] > 0 and r["suite"] == "gpu" for r in records)
+    assert all("meets" in r for r in records if r["case"] in gpu.TARGETS)

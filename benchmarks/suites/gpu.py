@@ -1,0 +1,152 @@
+"""Chapter 05's reference CUDA kernels against torch on the same GPU, in one run (COURSE.md §6).
+
+    python benchmarks/run.py gpu [--quick] [--json FILE]
+
+Each case times the reference kernel (the chapter's solution, from the assembled reference picotorch in
+build/reference) and torch's own kernel doing the same work on the same device, with CUDA events around
+back-to-back launches (so the GPU's time, not Python's), best of a few rounds. `ratio` is ours / torch's
+(lower is better); `vs_torch` is torch's time / ours, the share of torch's throughput, with the issue's
+target beside it:
+
+    add, 2**26 float32                         vs_torch >= 80 %
+    sum along the last dim, 4096 x 4096        >= 60 %   (sum along dim 0 is reported too: it copies first)
+    tiled matmul 4096^3 float32, TF32 off      >= 25 %   (torch: cuBLAS)
+    register-blocked matmul, the same          >= 50 %
+    softmax over the rows of 4096 x 4096       >= 50 %
+
+GPU only. Without a GPU (and cupy) the suite says so and measures nothing: the emulator's times say
+nothing about a GPU's (benchmarks/suites/gpu_kernels_smoke.py measures what the emulator costs).
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "build" / "reference"
+
+TARGETS = {"add": 0.80, "sum(dim=-1)": 0.60, "matmul tiled": 0.25, "matmul blocked": 0.50, "softmax": 0.50}
+
+
+def available() -> str | None:
+    from course.cuda.status import gpu_available
+
+    if not gpu_available():
+        import torch
+        return ("needs a CUDA GPU with cupy, and there is none here (torch.cuda.is_available() is "
+                f"{torch.cuda.is_available()}): GPU kernels are not measured on the emulator")
+    if not (REFERENCE / "picotorch" / "ch05_backend.py").exists():
+        return "build/reference/picotorch has no chapter 05: run `autograder build` first"
+    return None
+
+
+def _backend():
+    sys.path.insert(0, str(REFERENCE))
+    for name in [m for m in sys.modules if m == "picotorch" or m.startswith("picotorch.")]:
+        del sys.modules[name]
+    importlib.import_module("picotorch")
+    return importlib.import_module("picotorch.ch05_backend")
+
+
+def gpu_time(fn, repeat: int = 5, number: int = 10) -> float:
+    """Seconds per call on the GPU: CUDA events around `number` back-to-back calls, best of `repeat`."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / number)
+    return best
+
+
+def cpu_time(fn, repeat: int = 2, number: int = 1) -> float:
+    """Seconds per call on the CPU (for the miniature run on the emulator that tests this script)."""
+    import time
+
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def run(quick: bool = False) -> list[dict]:
+    return measure("cuda", size=2048 if quick else 4096, n=2**24 if quick else 2**26)
+
+
+def measure(device: str, size: int, n: int, backend=None) -> list[dict]:
+    """Every case on `device`: "cuda" for the real thing; "cpu" runs it all, tiny, on the emulator (the tests
+    use that to check this script where no GPU is lent; its times mean nothing)."""
+    import torch
+
+    from benchmarks.run import record
+
+    b = backend if backend is not None else _backend()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    on_gpu = device == "cuda"
+    name = torch.cuda.get_device_name(0) if on_gpu else "cpu (the CUDA emulator: times say nothing)"
+    timer = gpu_time if on_gpu else cpu_time
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    records = []
+
+    def case(label, ours, theirs, check, number=10, **extra):
+        ours()
+        sync()
+        check()
+        ours_s, theirs_s = timer(ours, number=number if on_gpu else 1), timer(theirs, number=number if on_gpu else 1)
+        target = TARGETS.get(label)
+        fields = {"device": name, "vs_torch": f"{theirs_s / ours_s:.0%}", **extra}
+        if target is not None:
+            fields["target"] = f">= {target:.0%}"
+            fields["meets"] = "yes" if theirs_s / ours_s >= target else "NO"
+        records.append(record("gpu", label, ours_s, f"torch on {device}", theirs_s, **fields))
+
+    x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+    out = torch.empty_like(x)
+    case("add", lambda: b.launch_map("add", out, x, y), lambda: torch.add(x, y, out=out),
+         lambda: torch.testing.assert_close(out, x + y), elements=n)
+    del x, y, out
+
+    m = torch.randn(size, size, device=device)
+    rows = torch.empty(size, device=device)
+    case("sum(dim=-1)", lambda: b.launch_sum_rows(rows, m), lambda: torch.sum(m, 1, out=rows),
+         lambda: torch.testing.assert_close(rows, m.double().sum(1).float(), rtol=1e-4, atol=1e-3),
+         shape=f"{size}x{size}")
+    case("sum(dim=-1) warp shuffles", lambda: b.launch_sum_rows_warp(rows, m), lambda: torch.sum(m, 1, out=rows),
+         lambda: torch.testing.assert_close(rows, m.double().sum(1).float(), rtol=1e-4, atol=1e-3))
+    e = b.wrap_torch(m, device if on_gpu else "emu")
+    cols = torch.empty(size, device=device)
+    case("sum(dim=0) (a transposing copy, then rows)", lambda: e.sum(0), lambda: torch.sum(m, 0, out=cols),
+         lambda: torch.testing.assert_close(e.sum(0).to_torch(), m.sum(0), rtol=1e-4, atol=1e-3))
+
+    soft = torch.empty_like(m)
+    case("softmax", lambda: b.launch_softmax(soft, m), lambda: torch.softmax(m, 1),
+         lambda: torch.testing.assert_close(soft, torch.softmax(m, 1), rtol=1e-5, atol=1e-6), shape=f"{size}x{size}")
+
+    a, bm = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    c = torch.empty(size, size, device=device)
+    flops = 2 * size**3
+    reference = (a.double() @ bm.double()).float()
+    bound = size * torch.finfo().eps * (a.abs() @ bm.abs()).max().item()
+    for kind, number in (("naive", 1), ("tiled", 2), ("blocked", 3)):
+        launch = b.MATMULS[kind]
+        case(f"matmul {kind}", lambda launch=launch: launch(c, a, bm), lambda: torch.matmul(a, bm, out=c),
+             lambda launch=launch: (launch(c, a, bm), torch.testing.assert_close(c, reference, rtol=0, atol=bound)),
+             number=number, shape=f"{size}^3")
+    for r in records:
+        if r["case"].startswith("matmul"):
+            r["ours_tflops"] = round(flops / r["ours_s"] / 1e12, 3)
+            r["torch_tflops"] = round(flops / r["baseline_s"] / 1e12, 3)
+    return records
