@@ -27,6 +27,7 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import types
 
 from autograder.integrity import Snapshot, install_guard
@@ -160,6 +161,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     sys.path.insert(0, workdir)  # as in Jupyter: the notebook's folder is importable (picotorch/ lives there)
     os.environ.update({"HOME": workdir, "TMPDIR": os.path.join(workdir, ".tmp"), "COURSE_SEED": str(job["seed"]),
                        "COURSE_CHECK_RUNNING": "1", "MPLBACKEND": "Agg"})
+    tempfile.tempdir = None  # tempfile cached the supervisor's TMPDIR, which the student's user cannot write
     os.setsid()
     _limits(job)
     _drop_privileges(uid)

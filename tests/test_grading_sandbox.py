@@ -166,6 +166,14 @@ def status(result, exercise):
 
 # ---------------------------------------------------------------- baselines
 
+def test_student_code_can_use_temporary_files(course):
+    """tempfile works inside the sandbox: its folder is the submission's own, not the grader's /tmp."""
+    double = ("import tempfile, os\n_d = tempfile.mkdtemp()\nopen(os.path.join(_d, 'f'), 'w').write('x')\n"
+              + RIGHT["ex_double"])
+    points, result = grade(course, "tempfiles", double=double)
+    assert points["ex_double"] == 2, status(result, "ex_double").message
+
+
 def test_right_and_wrong_answers_get_their_scores(course):
     points, result = grade(course, "honest", double=RIGHT["ex_double"])
     assert points == {"ex_double": 2, "ex_half": 1, "ex_secret": 0, "ex_gpu": 1 if GPU else 0}, result.verdicts
