@@ -107,7 +107,7 @@ def test_without_a_gpu_there_is_no_cuda_device_and_the_error_says_what_to_use(pt
     x = pt.from_torch(torch.randn(3))
     with pytest.raises(RuntimeError, match="emu"):
         x.to("cuda")
-    with pytest.raises(RuntimeError, match="no 'cuda' device"):
+    with pytest.raises(RuntimeError, match="no device 'cuda'"):
         x.cuda()
 
 

@@ -443,3 +443,15 @@ def test_a_check_run_launches_without_a_helper_thread(monkeypatch):
     x, out = torch.arange(10.0), torch.zeros(10)
     Kernel(ADD, "add")((1,), (32,), (out, x, x, np.int32(10)))
     assert torch.equal(out, 2 * x)
+
+
+def test_the_cache_folder_needs_no_home(monkeypatch):
+    # A sandbox may have neither $HOME nor a password entry: Path.home() fails, the temporary folder serves.
+    monkeypatch.delenv("COURSE_CUDA_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert emu_build.cache_dir().name == f"picotorch-cuda-{os.getuid()}"

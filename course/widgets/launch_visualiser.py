@@ -138,12 +138,13 @@ class LaunchVisualiser:
         self.threads = widgets.Dropdown(options=THREAD_CHOICES, value=threads, description="threads")
         self.blocks = widgets.BoundedIntText(value=blocks, min=1, max=2**31 - 1, description="blocks")
         self.grid_stride = widgets.Checkbox(value=True, description="grid-stride loop")
-        self.mine_button = widgets.Button(description="Blocks from my launch_1d")
+        self.mine_button = widgets.Button(description="Blocks from my launch_1d",
+                                          layout=widgets.Layout(width="210px"))
         self.M = widgets.BoundedIntText(value=M, min=1, max=MAX_MATRIX, description="M")
         self.N = widgets.BoundedIntText(value=N, min=1, max=MAX_MATRIX, description="N")
         self.K = widgets.BoundedIntText(value=K, min=1, max=MAX_MATRIX, description="K")
         self.tile = widgets.Dropdown(options=(8, 16, 32), value=tile, description="tile")
-        self.count_button = widgets.Button(description="Count loads (emulator)")
+        self.count_button = widgets.Button(description="Count loads (emulator)", layout=widgets.Layout(width="210px"))
         self.html = widgets.HTML()
 
         self.next_button.on_click(lambda _: self.next())
@@ -261,9 +262,11 @@ class LaunchVisualiser:
                 continue
             block, thread, rnd = owner
             outline = "2px solid #000" if block == selected else "1px solid #fff"
+            later = f"background-image:repeating-linear-gradient(45deg,rgba(255,255,255,.55) 0 3px,transparent 3px 6px);" \
+                if rnd % 2 else ""  # the grid-stride loop's odd rounds are hatched
             cells.append(f'<div title="element {i}: block {block}, thread {thread}, round {rnd}" '
-                         f'style="width:26px;height:22px;background:{block_colour(block, blocks, thread, threads)};'
-                         f'border:{outline};box-sizing:border-box;font:9px monospace;text-align:center;'
+                         f'style="width:26px;height:22px;background-color:{block_colour(block, blocks, thread, threads)};'
+                         f'{later}border:{outline};box-sizing:border-box;font:9px monospace;text-align:center;'
                          f'line-height:20px;color:#000">{thread}</div>')
         more = (f"<p>(the first {MAX_DRAWN} of {n} elements are drawn)</p>" if n > MAX_DRAWN else "")
         notes = [f"grid: <b>{blocks}</b> block{'s' if blocks != 1 else ''} × <b>{threads}</b> threads = "
@@ -273,14 +276,15 @@ class LaunchVisualiser:
                          f"(✗): the kernel has no grid-stride loop and the grid is too small</span>")
         elif s["rounds"] > 1:
             notes.append(f"grid-stride loop: each thread computes up to {s['rounds']} elements, one grid "
-                         f"({s['threads_in_grid']:,} elements) apart")
+                         f"({s['threads_in_grid']:,} elements) apart (odd rounds hatched)")
         if s["idle_threads"]:
             notes.append(f"{s['idle_threads']:,} threads have no element (a ragged last block: the kernel's "
                          "bound check keeps them out of memory)")
-        notes.append(f"block {selected} is outlined; the number in each element is the thread that computes it")
+        notes.append(f"block {selected} is outlined; the number in each element is the thread that computes it; "
+                     "32 elements a row, one warp's worth")
         if s["message"]:
             notes.append(escape(s["message"]))
-        return ("<div style='display:flex;flex-wrap:wrap;max-width:860px'>" + "".join(cells) + "</div>" + more
+        return ("<div style='display:grid;grid-template-columns:repeat(32,26px)'>" + "".join(cells) + "</div>" + more
                 + "<ul>" + "".join(f"<li>{t}</li>" for t in notes) + "</ul>")
 
     def _matrix_html(self, rows: int, cols: int, name: str, highlight, colour: str, size: int) -> str:

@@ -58,16 +58,12 @@ def cache_dir() -> Path:
     a per-user folder in the temporary directory where those cannot be
     written (a read-only home, as in a grading sandbox)."""
     env = os.environ.get("COURSE_CUDA_CACHE")
-    if env:
-        path = Path(env)
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        path = base / "picotorch-cuda"
     try:
+        path = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-cuda"
         path.mkdir(parents=True, exist_ok=True)
         if os.access(path, os.W_OK):
             return path
-    except OSError:
+    except (OSError, KeyError, RuntimeError):  # RuntimeError: no $HOME and no password entry (a sandbox)
         pass
     fallback = Path(tempfile.gettempdir()) / f"picotorch-cuda-{os.getuid()}"
     fallback.mkdir(parents=True, exist_ok=True)
