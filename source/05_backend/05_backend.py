@@ -90,9 +90,10 @@ from course.cuda import Module as CudaModule
 from course.cuda.status import gpu_available
 from picotorch import (COMPARISONS, DEVICES, FLOAT_RESULT, KERNELS, LinearFunction, Storage, Tensor, add_methods,
                        bool_, broadcast_shapes, can_cast, contiguous_strides, dense_strides_like, float32, float64,
-                       from_torch, int64, no_grad, parse_to, result_type, shape_arg, wrap_dim)
+                       from_torch, int64, no_grad, result_type, shape_arg, wrap_dim)
 from picotorch.ch01_tensor import _DTYPE_OF_TORCH, _TORCH_DTYPE
 from picotorch.ch02_autograd import _KERNEL_CALLS, Function
+from picotorch.ch03_module import parse_to as _ch03_parse_to
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")
@@ -345,10 +346,13 @@ class DeviceStorage:
 
 
 def wrap_torch(t: torch.Tensor, device) -> Tensor:
-    """A picotorch tensor over the memory of the torch tensor t (same shape, strides, offset), on `device`."""
+    """A picotorch tensor over the memory of the torch tensor t (same shape, strides, offset), on `device`.
+    A GPU is named by its index, as torch names the device of a tensor: "cuda" becomes "cuda:0"."""
     device = Device(device)
     if device.type == "cpu":
         return from_torch(t)
+    if device.type == "cuda":
+        device = Device("cuda", t.device.index)
     n = t.untyped_storage().nbytes() // t.element_size()
     flat = t.detach().as_strided((n,), (1,), 0)
     return Tensor(DeviceStorage(flat, device), tuple(t.shape), t.stride(), t.storage_offset())
@@ -362,7 +366,8 @@ def empty_on(shape, dtype, device) -> Tensor:
 
 
 if "_ch05_saved" not in vars(Tensor):  # chapter 01-04 methods this chapter replaces, kept once
-    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("to_torch", "item", "tolist", "backward", "_write")
+    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("to_torch", "item", "tolist", "backward", "_write",
+                                                                 "copy_")
                           if name in vars(Tensor)}
 
 
@@ -399,8 +404,16 @@ class OnDevices:
         return self.to("cpu")
 
     def cuda(self, device=None) -> "Tensor":
-        return self.to("cuda" if device is None else Device("cuda", Device(device).index
-                                                            if not isinstance(device, int) else device))
+        index = device if device is None or isinstance(device, int) else Device(device).index
+        return self.to(str(Device("cuda", index)))
+
+
+def parse_to(*args, **kwargs) -> tuple:
+    """Chapter 03's parse_to, which also takes a picotorch Device: (device name or None, dtype or None)."""
+    args = tuple(str(a) if isinstance(a, Device) else a for a in args)
+    if isinstance(kwargs.get("device"), Device):
+        kwargs["device"] = str(kwargs["device"])
+    return _ch03_parse_to(*args, **kwargs)
 
 
 # %% [markdown]
@@ -496,7 +509,7 @@ def dispatch(op: str, *args, **kwargs):
 
 # %% tests="ex_dispatch" points=3
 GPU = gpu_available()
-DEVICE_CHOICES = ["cpu", "emu", "emu:0"] + (["cuda", "cuda:0"] if GPU else [])  # "emu" and "emu:0" differ, as in torch
+DEVICE_CHOICES = ["cpu", "emu", "emu:0"] + (["cuda:0"] if GPU else [])  # "emu" and "emu:0" differ, as in torch
 
 
 def tensor_on(device: str, values=(1.0, 2.0)) -> Tensor:
@@ -702,6 +715,21 @@ class DeviceAwareMethods:
             self.to_torch().copy_(source)
         return self
 
+    def copy_(self, src) -> "Tensor":
+        if isinstance(src, Tensor) and src.device != self.device:
+            src = move(src, self.device)  # across devices: a transfer first
+        if not isinstance(self._storage, DeviceStorage):
+            return Tensor._ch05_saved["copy_"](self, src)
+        if _autograd.GradMode.enabled and self.requires_grad:
+            raise RuntimeError("copy_() on a tensor that requires grad: picotorch's autograd does not record "
+                               "in-place operations; do it inside no_grad()")
+        if isinstance(src, torch.Tensor):
+            src = wrap_torch(src.detach().to(torch_device(self.device)), self.device)
+        if not isinstance(src, Tensor):  # numbers, NumPy arrays: computed on the CPU, copied over
+            return self._write(src if isinstance(src, (bool, int, float)) else np.asarray(src), "copy_()")
+        dispatch("setitem", self, (), src)
+        return self
+
 
 # %% [markdown]
 # ## Exercise 3 — `Tensor.to(device)`
@@ -815,6 +843,12 @@ def on_device(t: torch.Tensor, device=DEVICE) -> Tensor:
     return wrap_torch(copy, device)
 
 
+def device_text(device) -> str:
+    """How a tensor made on `device` names its device: "cuda" is "cuda:0" (the current GPU), as in torch."""
+    d = Device(device)
+    return str(torch_device(d)) if d.type == "cuda" else str(d)
+
+
 def describe(t) -> str:
     if not isinstance(t, torch.Tensor):
         return f"the number {t!r}"
@@ -826,7 +860,7 @@ def describe(t) -> str:
 
 def expect_moved(got, t: torch.Tensor, device, what):
     assert isinstance(got, Tensor), f"{what} returned {type(got).__name__}, not a picotorch Tensor"
-    compare.assert_equal(str(got.device), str(Device(device)), f"{what}.device")
+    compare.assert_equal(str(got.device), device_text(device), f"{what}.device")
     compare.assert_equal(got.is_contiguous(), True, f"{what}.is_contiguous()")
     expected = t.detach().to(torch_device(device))
     compare.assert_matches(got, expected, what)
@@ -877,7 +911,7 @@ for _ in range(40):
 x = torch.randn(3, 4)
 leaf = from_torch(x.clone()).requires_grad_()
 y = leaf.to(DEVICE)
-assert y.device == Device(DEVICE) and y.grad_fn is not None, "x.to(device) of a tensor that requires grad must be recorded"
+assert str(y.device) == device_text(DEVICE) and y.grad_fn is not None, "x.to(device) of a tensor that requires grad must be recorded"
 g = torch.randn(3, 4)
 y.backward(on_device(g))
 compare.assert_matches(leaf.grad, g, f"x.grad after x.to('{DEVICE}').backward(g)")
@@ -1808,7 +1842,7 @@ def expect_backend(op, a, b=None, device=DEVICE):
     with launching(what):
         ours = ours_call()
     assert isinstance(ours, Tensor), f"{what} gave {type(ours).__name__}, not a picotorch Tensor"
-    compare.assert_equal(str(ours.device), str(Device(device)), f"({what}).device")
+    compare.assert_equal(str(ours.device), device_text(device), f"({what}).device")
     compare.assert_matches(ours, theirs, what)
 
 
@@ -3008,7 +3042,7 @@ def expect_training(sizes, n, steps, lr):
                            rtol=1e-4, atol=1e-5)
     weights = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
-        compare.assert_equal(str(p.device), str(Device(DEVICE)), f"{what}: {name}.device after training")
+        compare.assert_equal(str(p.device), device_text(DEVICE), f"{what}: {name}.device after training")
         compare.assert_matches(p, weights[name].detach(), f"{what}: {name} after training", rtol=1e-4, atol=1e-5)
     places = {launch.where for launch in launches}
     expected_place = Where.GPU if GPU else Where.EMULATOR
