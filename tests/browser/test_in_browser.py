@@ -92,8 +92,13 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
     try:
         page.evaluate("""async ([index, code]) => {
           const panel = window.jupyterapp.shell.currentWidget;
+          await panel.context.ready;
           panel.content.widgets[index].model.sharedModel.setSource(code);
-          await window.jupyterapp.commands.execute('docmanager:save');
+          // A save can land before the edit reaches the model (the page is still settling): save until clean.
+          for (let i = 0; i < 10 && panel.context.model.dirty; i++) {
+            await panel.context.save();
+            await new Promise(resolve => setTimeout(resolve, 500));
+          }
         }""", [first.solution_cells[0], solution])
         page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=90_000)
         n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
