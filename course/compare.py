@@ -35,10 +35,56 @@ def assert_same_shape(ours, expected, what: str) -> None:
         _fail(what, f"shape {_shape(ours)} but torch has {_shape(expected)}")
 
 
+# torch.testing.assert_close's defaults, by dtype: (rtol, atol).
+_DEFAULT_TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+                      torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-7, 1e-7)}
+# How many times torch's own rounding error (against float64) a correct answer may differ from torch by:
+# two correct float32 programs summing in different orders land a few rounding errors apart.
+_ROUNDING_SLACK = 4.0
+
+
+def tolerance(expected: torch.Tensor, *, rtol=None, atol=None, scale=None, exact=None) -> tuple[float, float]:
+    """(rtol, atol) for comparing with torch's `expected`: the dtype's defaults (as `assert_close` picks
+    them), widened by how much float rounding the computation itself carries at these inputs.
+
+    scale: the magnitude of the values `expected` was computed from (the largest |input|, say). Their
+        rounding reaches the result as an absolute error proportional to it, however small the result
+        is: the mean of float32 terms of size 1e4 that nearly cancel is 43.58 +- 1e-3. atol grows by it.
+    exact: torch's result for the same inputs computed in float64. How far torch's own `expected` lies
+        from it measures how ill-conditioned the computation is here (tanh near 1, then exp twice);
+        a correct answer may lie a few times as far from torch's.
+    """
+    base_rtol, base_atol = _DEFAULT_TOLERANCE.get(expected.dtype, (0.0, 0.0))
+    rtol = base_rtol if rtol is None else rtol
+    atol = base_atol if atol is None else atol
+    if scale is not None:
+        atol *= max(1.0, float(scale))
+    if exact is not None and expected.numel() and expected.is_floating_point():
+        torch_error = (expected.detach().double() - exact.detach().double().to(expected.device)).abs()
+        torch_error = torch_error[torch_error.isfinite()]
+        if torch_error.numel():
+            atol += _ROUNDING_SLACK * float(torch_error.max())
+    return rtol, atol
+
+
+def magnitude(*tensors) -> float:
+    """The largest finite |value| among `tensors` (torch or picotorch tensors; numbers are skipped)."""
+    found = 0.0
+    for t in tensors:
+        if isinstance(t, torch.Tensor) or hasattr(t, "to_torch"):
+            values = as_torch(t).detach()
+            if values.is_floating_point() and values.numel():
+                values = values.abs()[values.isfinite()]
+                found = max(found, float(values.max()) if values.numel() else 0.0)
+    return found
+
+
 def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check_device: bool = True,
-                   check_strides: bool = False, check_offset: bool = False, rtol=None, atol=None) -> None:
+                   check_strides: bool = False, check_offset: bool = False, rtol=None, atol=None,
+                   scale=None, exact=None) -> None:
     """`ours` equals torch's `expected`: type, shape, dtype, device and values (and the
-    layout, when asked). `what` names the computation, e.g. "gradient_of(f, x) for x of shape (3,)"."""
+    layout, when asked). `what` names the computation, e.g. "gradient_of(f, x) for x of shape (3,)".
+    Values are compared at `tolerance(expected, rtol=, atol=, scale=, exact=)`."""
     if ours is None:
         _fail(what, f"got None but torch has a tensor of shape {_shape(expected)}")
     if not isinstance(ours, torch.Tensor) and not hasattr(ours, "to_torch"):
@@ -56,6 +102,7 @@ def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check
     if t.requires_grad:
         t = t.detach()
     try:
+        rtol, atol = tolerance(expected, rtol=rtol, atol=atol, scale=scale, exact=exact)
         torch.testing.assert_close(t.to(expected.device), expected.detach(), rtol=rtol, atol=atol,
                                    check_dtype=False, equal_nan=True)
     except AssertionError as e:

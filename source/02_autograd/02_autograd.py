@@ -1446,6 +1446,21 @@ def tame(f, args, limit=1e4) -> bool:
     return all(bool(torch.isfinite(v).all()) and (v.numel() == 0 or v.abs().max() < limit) for v in values)
 
 
+def in_float64(f, args, requires_grad, gradient):
+    """torch's f(*args) and the .grad of each argument, computed in float64 from the same values: what
+    `compare.assert_matches(exact=...)` measures torch's own float32 rounding against. None where
+    torch cannot do it in float64."""
+    leaves = [a.detach().double().requires_grad_(r) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a, r in zip(args, requires_grad)]
+    try:
+        out = f(*leaves)
+        if out.requires_grad:
+            out.backward(gradient.double())
+    except Exception:
+        return None, [None] * len(args)
+    return out.detach(), [a.grad if isinstance(a, torch.Tensor) else None for a in leaves]
+
+
 def expect_op(f, args, what, requires_grad=None, gradient=None):
     """f(*args) on your tensors and on torch's: the same result, and after backward(g), the same .grad for
     every argument. args: torch tensors (any layout) or numbers; floating tensors require grad unless
@@ -1462,7 +1477,8 @@ def expect_op(f, args, what, requires_grad=None, gradient=None):
     except Exception:
         return None  # torch refuses these inputs; chapter 01 checked that yours does too
     ours = f(*[p[0] for p in pairs])
-    compare.assert_matches(ours, theirs.detach(), what, **tolerance)
+    exact = in_float64(f, args, [False] * len(args), None)[0] if low else None
+    compare.assert_matches(ours, theirs.detach(), what, exact=exact, **tolerance)
     if not theirs.requires_grad:
         assert not ours.requires_grad, f"{what}: the result requires grad, but torch's does not"
         return ours, theirs
@@ -1473,13 +1489,16 @@ def expect_op(f, args, what, requires_grad=None, gradient=None):
         gradient = inputs.noncontiguous(inputs.randn(theirs.shape, dtype=theirs.dtype))
     ours.backward(from_torch(same_layout_copy(gradient)))
     theirs.backward(gradient)
+    # float32 gradients of a chain like a.exp().tanh().exp() carry rounding torch's own result shows:
+    # measured against float64, it widens the tolerance where the chain is ill-conditioned
+    exact_grads = in_float64(f, args, requires_grad, gradient)[1] if low else [None] * len(args)
     for i, (mine, torchs) in enumerate(pairs):
         if isinstance(torchs, torch.Tensor) and torchs.requires_grad:
             grad_what = f"the gradient of {chr(97 + i)} (its .grad) after backward(g) of {what}"
             if torchs.grad is None:
                 assert mine.grad is None, f"{grad_what}: torch gives none, but yours has one"
             else:
-                compare.assert_matches(mine.grad, torchs.grad, grad_what, **tolerance)
+                compare.assert_matches(mine.grad, torchs.grad, grad_what, exact=exact_grads[i], **tolerance)
     return ours, theirs
 
 # %% [markdown]
