@@ -6,6 +6,12 @@ LAB_ARGS ?=
 VENV := .venv/bin
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+# `make hub`: the class's JupyterHub (hub/start.py; README, "As an instructor").
+HUB_USERS ?= hub/users.txt
+HUB_EXCHANGE ?= /srv/nbgrader/exchange
+HUB_STATE ?= /srv/course-hub
+HUB_HOMES ?= /home
+HUB_IP ?= 127.0.0.1
 
 .PHONY: lab test build check-release bench setup
 
@@ -14,6 +20,10 @@ setup:
 
 lab: setup
 	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=$(RELEASE) $(ALLOW_ROOT) $(LAB_ARGS)
+
+.PHONY: hub
+hub: setup
+	$(VENV)/python hub/start.py --port $(PORT) --ip $(HUB_IP) --users $(HUB_USERS) --exchange $(HUB_EXCHANGE) --state $(HUB_STATE) --homes $(HUB_HOMES)
 
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup

@@ -1,0 +1,252 @@
+"""`make hub`: the course's multi-user JupyterHub for one class on this machine.
+
+    make hub [PORT=8888] [HUB_USERS=hub/users.txt] [HUB_EXCHANGE=/srv/nbgrader/exchange]
+             [HUB_STATE=/srv/course-hub] [HUB_HOMES=/home] [HUB_IP=127.0.0.1]
+
+As root (it makes Unix accounts and runs each user's server as that user), it
+  1. makes the missing accounts of the user list (hub/accounts.py), homes 0700;
+  2. builds the students' runtime outside the repository (hub/runtime.py) and
+     closes the repository to other users (chmod o-rwx): its source/, build/ and
+     .git/ hold the solutions and the hidden tests;
+  3. lays out nbgrader's exchange with nbgrader's permissions, and the
+     instructor's course folder ~INSTRUCTOR/course with the chapters of release/;
+  4. writes the per-role Jupyter configuration (students: Assignment List, no
+     formgrader; the instructor: both);
+  5. runs JupyterHub (hub/jupyterhub_config.py), prints its URL once it answers,
+     and on Ctrl-C or SIGTERM stops it with everything it started.
+`--prepare-only` does 1-4 and exits (the tests use it for the command-line loop).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import accounts  # noqa: E402
+import runtime  # noqa: E402
+from settings import REPO, Settings  # noqa: E402
+
+STUDENT_LAB_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                   "@jupyter/nbgrader:course-list"]
+STUDENT_SERVER_OFF = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"]
+IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "[0-9][0-9]_*.py"]
+
+
+class HubError(Exception):
+    pass
+
+
+def say(message: str) -> None:
+    print(f"hub: {message}", flush=True)
+
+
+def _chown_tree(path: Path, user: str) -> None:
+    entry = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(path):
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+        for name in files:
+            os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
+def _need_reachable(path: Path, what: str) -> None:
+    for parent in reversed(path.resolve().parents):
+        if not parent.stat().st_mode & 0o001:
+            raise HubError(f"{what} {path} lies in {parent}, which other users cannot enter (mode "
+                           f"{oct(parent.stat().st_mode & 0o777)}); the class's accounts must reach it. "
+                           f"Choose a folder elsewhere, or `chmod o+x {parent}`.")
+
+
+def prepare_exchange(s: Settings) -> None:
+    """nbgrader's exchange: the root writable by all (nbgrader's `chmod ugo+rw`), plus the sticky bit so that
+    no one can rename or delete another's entry; the course's folders as nbgrader's release makes them."""
+    s.exchange.mkdir(parents=True, exist_ok=True)
+    _need_reachable(s.exchange, "the exchange")
+    os.chmod(s.exchange, 0o1777)
+    instructor = pwd.getpwnam(s.instructor)
+    course = s.exchange / s.course_id
+    if course.exists():
+        owner = pwd.getpwuid(course.stat().st_uid).pw_name
+        if owner != s.instructor:
+            raise HubError(f"{course} belongs to {owner}, not to the instructor {s.instructor}: it is not this "
+                           f"class's exchange. Move it away, or choose another HUB_EXCHANGE.")
+    for path, mode in ((course, 0o755), (course / "outbound", 0o755), (course / "inbound", 0o2733),
+                       (course / "feedback", 0o711)):
+        path.mkdir(exist_ok=True)
+        os.chown(path, instructor.pw_uid, instructor.pw_gid)
+        os.chmod(path, mode)
+
+
+def prepare_course_folder(s: Settings) -> Path:
+    """~INSTRUCTOR/course: nbgrader's course folder, with release/ and source/ of every chapter from the
+    repository (source/ without the chapter's text form); the gradebook and submissions stay as they are."""
+    home = Path(pwd.getpwnam(s.instructor).pw_dir)
+    course = s.course_dir(home)
+    for kind in ("release", "source"):
+        for chapter in sorted((s.repo / "release").iterdir()):
+            if not chapter.is_dir():
+                continue
+            src = s.repo / kind / chapter.name
+            dst = course / kind / chapter.name
+            shutil.copytree(src, dst, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(*IGNORE[:3], f"{chapter.name}.py"))
+    for folder in ("submitted", "autograded", "feedback"):
+        (course / folder).mkdir(parents=True, exist_ok=True)
+    _chown_tree(course, s.instructor)
+    os.chmod(course, 0o700)
+    return course
+
+
+def write_role_config(s: Settings, course: Path) -> None:
+    """HUB_STATE/config/{student,instructor}: the spawner points JUPYTER_CONFIG_PATH at one of them."""
+    common = (f"c = get_config()  # noqa: F821\n"
+              f"c.CourseDirectory.course_id = {s.course_id!r}\n"
+              f"c.Exchange.root = {str(s.exchange)!r}\n")
+    for role in ("student", "instructor"):
+        folder = s.state / "config" / role
+        (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+        text = "# Written by `make hub` (hub/start.py).\n" + common
+        if role == "instructor":
+            text += (f"c.CourseDirectory.root = {str(course)!r}\n"
+                     f"c.CourseDirectory.ignore = {IGNORE!r}\n")
+        off_lab = STUDENT_LAB_OFF if role == "student" else []
+        off_server = STUDENT_SERVER_OFF if role == "student" else []
+        files = {
+            "nbgrader_config.py": text,
+            "jupyter_server_config.json": json.dumps({"ServerApp": {"jpserver_extensions": {
+                name: False for name in off_server}}}, indent=2) + "\n",
+            "labconfig/page_config.json": json.dumps({"disabledExtensions": {
+                name: True for name in off_lab}}, indent=2) + "\n",
+        }
+        for name, content in files.items():
+            (folder / name).write_text(content)
+            os.chmod(folder / name, 0o644)
+        for path in (s.state / "config", folder, folder / "labconfig"):
+            os.chmod(path, 0o755)
+
+
+def close_repository(s: Settings) -> None:
+    mode = s.repo.stat().st_mode & 0o7777
+    if mode & 0o007:
+        os.chmod(s.repo, mode & ~0o007)
+        say(f"closed {s.repo} to other users (chmod o-rwx): it holds the solutions and hidden tests; "
+            f"the class's servers run from {s.runtime}")
+
+
+def prepare(s: Settings) -> None:
+    if os.geteuid() != 0:
+        raise HubError("the hub runs as root: it makes the class's Unix accounts and runs each user's server "
+                       "as that user. Run `sudo make hub` (or as root).")
+    s.roles = accounts.parse(s.users)
+    s.state.mkdir(parents=True, exist_ok=True)
+    os.chmod(s.state, 0o755)
+    _need_reachable(s.state, "HUB_STATE")
+    s.homes.mkdir(parents=True, exist_ok=True)
+    _need_reachable(s.homes, "HUB_HOMES")
+    for line in accounts.ensure(s.roles, s.homes, s.state):
+        say(line)
+    if (s.state / "passwords.txt").exists():
+        say(f"first passwords of the accounts made by the hub: {s.state / 'passwords.txt'} (root only)")
+    say("the students' runtime: " + str(s.runtime))
+    runtime.build(s.state)
+    close_repository(s)
+    prepare_exchange(s)
+    course = prepare_course_folder(s)
+    write_role_config(s, course)
+    s.save()
+    say(f"exchange {s.exchange / s.course_id}; the instructor's course folder {course}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(s: Settings) -> int:
+    ports = {"hub": _free_port(), "proxy_api": _free_port(), "grader": _free_port()}
+    env = dict(os.environ, HUB_STATE=str(s.state),
+               HUB_INTERNAL_PORTS=",".join(f"{k}={v}" for k, v in ports.items()),
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    log = open(s.state / "jupyterhub.log", "ab")
+    hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f",
+                            str(REPO / "hub" / "jupyterhub_config.py")],
+                           cwd=s.state, env=env, stdout=log, stderr=subprocess.STDOUT)
+    stopping = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+        if hub.poll() is None:
+            hub.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    host = "127.0.0.1" if s.ip in ("", "0.0.0.0") else s.ip
+    url = f"http://{host}:{s.port}/"
+    deadline = time.monotonic() + 120
+    while not stopping and hub.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "hub/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            stop(None, None)
+            break
+        time.sleep(0.5)
+    if hub.poll() is None and not stopping:
+        shown = f"http://{socket.gethostname()}:{s.port}/ (all interfaces)" if s.ip in ("", "0.0.0.0") else url
+        say(f"the course hub is at {shown}")
+        say(f"log in as a user of {s.users}: instructor {s.instructor}, {len(s.students)} students; "
+            f"the instructor's grader page is {url}services/grader/ ; log: {s.state / 'jupyterhub.log'}")
+    while True:
+        try:
+            code = hub.wait()
+            break
+        except KeyboardInterrupt:
+            stop(None, None)
+    if not stopping:
+        say(f"JupyterHub stopped (exit {code}); its log: {s.state / 'jupyterhub.log'}")
+        return code or 1
+    say("stopped")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="make hub", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = Settings()
+    parser.add_argument("--port", type=int, default=d.port)
+    parser.add_argument("--ip", default=d.ip)
+    parser.add_argument("--users", type=Path, default=d.users)
+    parser.add_argument("--exchange", type=Path, default=d.exchange)
+    parser.add_argument("--state", type=Path, default=d.state)
+    parser.add_argument("--homes", type=Path, default=d.homes)
+    parser.add_argument("--course-id", default=d.course_id)
+    parser.add_argument("--prepare-only", action="store_true")
+    args = parser.parse_args(argv)
+    s = Settings(state=args.state.absolute(), exchange=args.exchange.absolute(), homes=args.homes.absolute(),
+                 users=args.users.absolute(), course_id=args.course_id, ip=args.ip, port=args.port)
+    try:
+        prepare(s)
+    except (HubError, accounts.UserListError) as e:
+        print(f"make hub: {e}", file=sys.stderr)
+        return 2
+    if args.prepare_only:
+        return 0
+    return serve(s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
