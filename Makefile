@@ -12,6 +12,7 @@ HUB_EXCHANGE ?= /srv/nbgrader/exchange
 HUB_STATE ?= /srv/course-hub
 HUB_HOMES ?= /home
 HUB_IP ?= 127.0.0.1
+HUB_ARGS ?=
 
 .PHONY: lab test build check-release bench setup
 
@@ -23,7 +24,7 @@ lab: setup
 
 .PHONY: hub
 hub: setup
-	$(VENV)/python hub/start.py --port $(PORT) --ip $(HUB_IP) --users $(HUB_USERS) --exchange $(HUB_EXCHANGE) --state $(HUB_STATE) --homes $(HUB_HOMES)
+	$(VENV)/python hub/start.py --port $(PORT) --ip $(HUB_IP) --users $(HUB_USERS) --exchange $(HUB_EXCHANGE) --state $(HUB_STATE) --homes $(HUB_HOMES) $(HUB_ARGS)
 
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup

@@ -56,7 +56,7 @@ def as_user(s, name: str, argv: list[str], cwd: Path | None = None) -> subproces
     entry = pwd.getpwnam(name)
     role = s.roles.get(name, "student")
     env = {"HOME": entry.pw_dir, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8",
-           "JUPYTER_CONFIG_PATH": str(s.state / "config" / role), **runtime.environment(s.state)}
+           "JUPYTER_CONFIG_PATH": str(s.state / "config" / role), **runtime.environment(s.runtime)}
     return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv],
                           cwd=cwd or entry.pw_dir, capture_output=True, text=True)
 
@@ -327,6 +327,8 @@ def main(argv=None) -> int:
               "acts as the instructor's account).", file=sys.stderr)
         return 2
     s = hub_settings.load(args.state)
+    # nbgrader's gradebook runs `alembic` as a command: this environment's bin/ must be on PATH
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     try:
         if args.command == "grade":
             return grade(s, args.chapter, args.workers)

@@ -44,7 +44,7 @@ c.Authenticator.allowed_users = set(S.roles)
 c.Authenticator.admin_users = {S.instructor}
 c.Authenticator.delete_invalid_users = True  # someone struck off the list loses their hub login
 
-RUNTIME_ENV = runtime.environment(S.state)
+RUNTIME_ENV = runtime.environment(S.runtime)
 
 
 class CourseSpawner(LocalProcessSpawner):

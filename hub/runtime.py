@@ -64,16 +64,17 @@ def _fingerprint(venv: Path) -> str:
     return h.hexdigest()
 
 
-def build(state: Path, venv: Path | None = None) -> dict:
-    """(Re)make HUB_STATE/runtime unless it is up to date; returns what the spawner needs to know."""
+def build(target: Path, venv: Path | None = None) -> dict:
+    """(Re)make the runtime at `target` unless it is up to date; returns what the spawner needs to know."""
     venv = (venv or Path(sys.prefix)).resolve()
-    target = state / "runtime"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = target.parent
     fingerprint = _fingerprint(venv)
     if (target / "runtime.json").is_file():
         info = json.loads((target / "runtime.json").read_text())
         if info.get("fingerprint") == fingerprint:
             return info
-    fresh = state / "runtime.new"
+    fresh = state / (target.name + ".new")
     shutil.rmtree(fresh, ignore_errors=True)
     _link_tree(venv, fresh)
     for name in SKIP_IN_VENV:
@@ -120,7 +121,7 @@ def build(state: Path, venv: Path | None = None) -> dict:
     (fresh / "runtime.json").write_text(json.dumps(info, indent=2) + "\n")
     os.chmod(fresh, 0o755)
 
-    old = state / "runtime.old"
+    old = state / (target.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
         target.rename(old)
@@ -129,10 +130,10 @@ def build(state: Path, venv: Path | None = None) -> dict:
     return info
 
 
-def environment(state: Path) -> dict[str, str]:
-    """What a process needs in its environment to run from the runtime."""
-    info = json.loads((state / "runtime" / "runtime.json").read_text())
-    env = {"PATH": f"{state / 'runtime' / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
+def environment(target: Path) -> dict[str, str]:
+    """What a process needs in its environment to run from the runtime at `target`."""
+    info = json.loads((target / "runtime.json").read_text())
+    env = {"PATH": f"{target / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
     if info.get("ld_library_path"):
         env["LD_LIBRARY_PATH"] = info["ld_library_path"]
     return env

@@ -22,6 +22,7 @@ class Settings:
     port: int = 8888
     repo: Path = REPO
     roles: dict = field(default_factory=dict)  # name -> instructor|student, from the user list
+    runtime_dir: Path | None = None  # the students' runtime; default HUB_STATE/runtime
 
     @property
     def instructor(self) -> str:
@@ -33,7 +34,7 @@ class Settings:
 
     @property
     def runtime(self) -> Path:
-        return self.state / "runtime"
+        return self.runtime_dir or self.state / "runtime"
 
     def course_dir(self, home: Path) -> Path:
         return home / "course"
@@ -54,5 +55,5 @@ def load(state: Path | str | None = None) -> Settings:
     if not path.is_file():
         raise SystemExit(f"no course hub in {state}: start one with `make hub` (HUB_STATE={state}) first.")
     data = json.loads(path.read_text())
-    paths = {"state", "exchange", "homes", "users", "repo"}
-    return Settings(**{k: Path(v) if k in paths else v for k, v in data.items()})
+    paths = {"state", "exchange", "homes", "users", "repo", "runtime_dir"}
+    return Settings(**{k: Path(v) if k in paths and v is not None else v for k, v in data.items()})

@@ -122,8 +122,12 @@ def write_role_config(s: Settings, course: Path) -> None:
         off_server = STUDENT_SERVER_OFF if role == "student" else []
         files = {
             "nbgrader_config.py": text,
-            "jupyter_server_config.json": json.dumps({"ServerApp": {"jpserver_extensions": {
-                name: False for name in off_server}}}, indent=2) + "\n",
+            # terminals: a plain bash, not a login shell, whose /etc/profile would drop the runtime from PATH
+            "jupyter_server_config.json": json.dumps({"ServerApp": {
+                "jpserver_extensions": {name: False for name in off_server},
+                "terminado_settings": {"shell_command": ["/bin/bash"]}},
+                # window.jupyterapp in the user's own page: the browser test drives JupyterLab through it
+                "LabApp": {"expose_app_in_browser": True}}, indent=2) + "\n",
             "labconfig/page_config.json": json.dumps({"disabledExtensions": {
                 name: True for name in off_lab}}, indent=2) + "\n",
         }
@@ -157,7 +161,8 @@ def prepare(s: Settings) -> None:
     if (s.state / "passwords.txt").exists():
         say(f"first passwords of the accounts made by the hub: {s.state / 'passwords.txt'} (root only)")
     say("the students' runtime: " + str(s.runtime))
-    runtime.build(s.state)
+    _need_reachable(s.runtime.parent, "the runtime")
+    runtime.build(s.runtime)
     close_repository(s)
     prepare_exchange(s)
     course = prepare_course_folder(s)
@@ -234,10 +239,12 @@ def main(argv=None) -> int:
     parser.add_argument("--state", type=Path, default=d.state)
     parser.add_argument("--homes", type=Path, default=d.homes)
     parser.add_argument("--course-id", default=d.course_id)
+    parser.add_argument("--runtime", type=Path, help="where the students' runtime goes (default: STATE/runtime)")
     parser.add_argument("--prepare-only", action="store_true")
     args = parser.parse_args(argv)
     s = Settings(state=args.state.absolute(), exchange=args.exchange.absolute(), homes=args.homes.absolute(),
-                 users=args.users.absolute(), course_id=args.course_id, ip=args.ip, port=args.port)
+                 users=args.users.absolute(), course_id=args.course_id, ip=args.ip, port=args.port,
+                 runtime_dir=args.runtime.absolute() if args.runtime else None)
     try:
         prepare(s)
     except (HubError, accounts.UserListError) as e:

@@ -1,0 +1,201 @@
+"""The class's loop on the course hub, in a real browser: `make hub` on a loopback port for a test
+class (an instructor and two students with fresh Unix accounts), each person in a browser context
+of their own. The instructor releases 00_tour from formgrader; each student logs in, fetches it
+from the Assignment List, pastes an answer (one the solution, one a typical mistake), saves and
+submits; the instructor collects and grades from the grader page and sees the class report; the
+feedback is released, and each student fetches theirs and reads their own points and messages,
+with no hidden test in it. Screenshots of each step land in test-artifacts/hub/ (the README
+shows three of them, copied to docs/screenshots/hub-*.png).
+
+Needs root (the hub makes Unix accounts), Debian's chromium and Playwright's Python package.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import REPO
+from course.notebook import exercises
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hub_server import cleanup, make_class, running_hub  # noqa: E402
+from test_hub import CHAPTER, hidden_test_lines, typical_mistake  # noqa: E402
+
+playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hub"),
+              pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the hub makes Unix accounts: root only")]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+ARTIFACTS = REPO / "test-artifacts" / "hub"
+SCREENSHOTS = REPO / "docs" / "screenshots"
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def log_in(browser, url: str, name: str, password: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.goto(f"{url}hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_url(lambda u: "/hub/login" not in u, timeout=60_000)
+    return page
+
+
+def open_lab(page, url: str, name: str, path: str = "") -> None:
+    page.goto(f"{url}user/{name}/lab{'/tree/' + path if path else ''}?reset", timeout=240_000)
+    page.wait_for_function("window.jupyterapp?.shell", timeout=240_000)
+    page.wait_for_selector(".jp-LabShell", timeout=60_000)
+
+
+def assignment_list(page):
+    page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
+    panel = page.locator("#nbgrader-assignment-list, .nbgrader-AssignmentList, [id*='assignment']").last
+    page.get_by_text("Released assignments").first.wait_for(timeout=60_000)
+    return panel
+
+
+def click_in_list(page, list_id: str, button: str, timeout: float = 120_000) -> None:
+    row = page.locator(f"#{list_id} .list_item", has_text=CHAPTER).first
+    row.wait_for(timeout=timeout)
+    row.get_by_role("button", name=button).click()
+
+
+def answer(wrong: dict[str, str] | None) -> dict[int, str]:
+    """{cell index in the release notebook: the code a student pastes}."""
+    source = nbformat.read(REPO / "source" / CHAPTER / f"{CHAPTER}.ipynb", 4)
+    release = nbformat.read(REPO / "release" / CHAPTER / f"{CHAPTER}.ipynb", 4)
+    cells = {}
+    for ex_id, ex in exercises(source).items():
+        if not ex.manual:
+            cells[exercises(release)[ex_id].solution_cells[0]] = \
+                (wrong or {}).get(ex_id) or source.cells[ex.solution_cells[0]].source
+    return cells
+
+
+_PASTE_AND_SAVE = """async (cells) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.context.ready;
+  for (const [index, code] of Object.entries(cells)) {
+    panel.content.widgets[Number(index)].model.sharedModel.setSource(code);
+  }
+  for (let i = 0; i < 10 && panel.context.model.dirty; i++) {
+    await panel.context.save();
+    await new Promise(resolve => setTimeout(resolve, 500));
+  }
+  return !panel.context.model.dirty;
+}"""
+
+
+def test_the_class_loop_in_the_browser(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: run scripts/setup.sh as root, or apt-get install chromium")
+    tc = make_class(("ana", "bo"))
+    ana, bo = tc.students
+    try:
+        with running_hub(tc) as url, playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+            try:
+                _loop(browser, url, tc, ana, bo)
+            finally:
+                browser.close()
+    finally:
+        cleanup(tc)
+
+
+def _loop(browser, url, tc, ana, bo):
+    # the instructor releases 00_tour from formgrader's Manage Assignments
+    teacher = log_in(browser, url, tc.instructor, tc.passwords[tc.instructor])
+    open_lab(teacher, url, tc.instructor)
+    teacher.goto(f"{url}user/{tc.instructor}/formgrader/manage_assignments", timeout=120_000)
+    row = teacher.locator("tr", has_text=CHAPTER).first
+    row.locator("td.release a").first.click(timeout=60_000)
+    teacher.get_by_text(f"Successfully released '{CHAPTER}'").wait_for(timeout=120_000)
+    shot(teacher, "01-instructor-releases-in-formgrader")
+    teacher.keyboard.press("Escape")
+
+    students = {}
+    for name, wrong in ((ana, None), (bo, typical_mistake())):
+        page = log_in(browser, url, name, tc.passwords[name])
+        open_lab(page, url, name)
+        assignment_list(page)
+        click_in_list(page, "released_assignments_list", "Fetch")
+        page.locator("#fetched_assignments_list .list_item", has_text=CHAPTER).first.wait_for(timeout=120_000)
+        shot(page, f"02-{'a' if name == ana else 'b'}-student-fetched")
+        open_lab(page, url, name, f"{CHAPTER}/{CHAPTER}.ipynb")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=120_000)
+        assert page.evaluate(_PASTE_AND_SAVE, {str(k): v for k, v in answer(wrong).items()}), "the notebook did not save"
+        shot(page, f"03-{'a' if name == ana else 'b'}-student-answered")
+        open_lab(page, url, name)
+        assignment_list(page)
+        click_in_list(page, "fetched_assignments_list", "Submit")
+        page.locator("#submitted_assignments_list .list_item", has_text=CHAPTER).first.wait_for(timeout=120_000)
+        shot(page, f"04-{'a' if name == ana else 'b'}-student-submitted")
+        students[name] = page
+
+    # the instructor collects and grades the class, then releases the feedback, from the grader page
+    teacher.goto(f"{url}services/grader/", timeout=60_000)
+    assert "2 of 2" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
+    teacher.locator(f"button[value='grade'][data-chapter='{CHAPTER}']").click()
+    teacher.wait_for_function("document.querySelector('#job-state') && "
+                              "!document.querySelector('#job-state').innerText.includes('running')",
+                              timeout=900_000, polling=2000)
+    log = teacher.locator("#log").inner_text()
+    assert "done" in teacher.locator("#job-state").inner_text(), log
+    assert "15/17" in log and "13/17" in log, log
+    shot(teacher, "05-instructor-grades-the-class")
+    teacher.locator("a", has_text="class report").first.click()
+    teacher.wait_for_load_state()
+    report = teacher.content()
+    assert ana in report and bo in report, "the class report does not show both students"
+    shot(teacher, "06-instructor-class-report")
+    teacher.goto(f"{url}services/grader/", timeout=60_000)
+    teacher.locator(f"button[value='release-feedback'][data-chapter='{CHAPTER}']").click()
+    teacher.wait_for_function("document.querySelector('#job-state') && "
+                              "!document.querySelector('#job-state').innerText.includes('running')",
+                              timeout=300_000, polling=1000)
+    assert "released the feedback" in teacher.locator("#log").inner_text()
+    shot(teacher, "07-instructor-releases-feedback")
+
+    # each student fetches their feedback from the Assignment List and reads it
+    hidden = hidden_test_lines()
+    for name, expect in ((ana, "15 / 15"), (bo, "13 / 15")):
+        page = students[name]
+        open_lab(page, url, name)
+        assignment_list(page)
+        click_in_list(page, "fetched_assignments_list", "Fetch Feedback")
+        link = page.locator("#submitted_assignments_list a", has_text="view feedback").first
+        link.wait_for(timeout=120_000)
+        link.click()
+        item = page.locator(".jp-DirListing-item", has_text=f"{CHAPTER}.html").first
+        item.wait_for(timeout=60_000)
+        item.dblclick()
+        frame = page.frame_locator(".jp-HTMLViewer iframe, iframe").last
+        frame.locator("h1").wait_for(timeout=60_000)
+        text = frame.locator("body").inner_text()
+        assert expect in text and name in text, text[:1000]
+        other = bo if name == ana else ana
+        assert other not in text
+        assert not [line for line in hidden if line in text], "a hidden test reached the feedback"
+        if name == bo:
+            assert "count_parameters" in text and "failed" in text, text[:2000]
+        shot(page, f"08-{'a' if name == ana else 'b'}-student-reads-feedback")
+
+
+
+def test_readme_shows_the_hub_loop():
+    readme = (REPO / "README.md").read_text()
+    for name in ("hub-student-assignment-list", "hub-grader-page", "hub-student-feedback"):
+        assert f"docs/screenshots/{name}.png" in readme
+        assert (SCREENSHOTS / f"{name}.png").exists()
