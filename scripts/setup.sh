@@ -18,6 +18,16 @@ fi
 
 scripts/system-packages.sh
 
+# JupyterHub's proxy for `make hub`, from npm, into .venv/proxy (5.x needs Node 20; 4.6 runs on Debian's 18).
+if [ ! -x .venv/proxy/node_modules/.bin/configurable-http-proxy ]; then
+  node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  chp=configurable-http-proxy@5
+  [ "$node_major" -ge 20 ] || chp=configurable-http-proxy@4.6
+  echo "setup: installing $chp into .venv/proxy"
+  mkdir -p .venv/proxy
+  npm install --silent --no-fund --no-audit --prefix .venv/proxy "$chp" >/dev/null
+fi
+
 stamp=.venv/.course-installed
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
