@@ -38,8 +38,21 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
 fi
-echo "setup: installing the course and its tools into .venv (a few minutes the first time)"
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+# pip's and setuptools' chatter (index locations, build warnings) goes to a log a user reads only if
+# a step fails: a new user takes screens of warnings for errors.
+log=.venv/setup.log
+step() {
+  local what=$1; shift
+  echo "setup: $what"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: failed while $what; the last lines of $log:" >&2
+    tail -n 25 "$log" >&2
+    exit 1
+  fi
+}
+: > "$log"
+step "updating pip" .venv/bin/python -m pip install --quiet --upgrade pip
+step "installing the course and its tools into .venv (a few minutes the first time)" \
+  .venv/bin/python -m pip install --quiet -e '.[dev]' -c constraints.txt
 echo "$want" > "$stamp"
 echo "setup: done"

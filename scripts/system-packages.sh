@@ -12,8 +12,14 @@ done < system-packages.txt
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "setup: installing system packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  log=$(mktemp)
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    echo "setup: apt-get could not install ${missing[*]}; its last lines:" >&2
+    tail -n 20 "$log" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
 else
   echo "setup: missing system packages: ${missing[*]}" >&2
   echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2

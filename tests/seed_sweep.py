@@ -1,0 +1,57 @@
+"""Run a chapter's solution notebook once, then its test cells again under many seeds, in one process.
+
+The hidden tests draw fresh random inputs; a correct solution must earn every point whatever they
+draw. A kernel per seed would cost seconds of start-up each, so this runs the notebook's cells here,
+in one namespace, as a kernel would: every cell once, then, for each seed, `course.inputs.reseed(seed)`
+before each test cell (as the grader reseeds the stream for every test cell) and that cell again.
+
+Input (stdin): {"cwd": folder, "cells": [source, ...], "test_cells": {"index": exercise}, "seeds": [int]}
+Output (stdout): {"setup": [[cell index, exception name, message]],
+                  "failures": [[seed, exercise, exception name, message]]}
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+
+
+def _run(source: str, index: int, namespace: dict):
+    """None, or (exception name, message) if the cell raised."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(source, f"<cell {index}>", "exec"), namespace)
+    except Exception as e:  # noqa: BLE001 - every error is a verdict, as in a kernel
+        return type(e).__name__, str(e)
+    return None
+
+
+def sweep(cells: list[str], test_cells: dict[int, str], seeds: list[int]) -> dict:
+    from course import inputs
+
+    namespace = {"__name__": "__main__"}
+    inputs.reseed(seeds[0])
+    setup = [[i, *error] for i, source in enumerate(cells) if (error := _run(source, i, namespace))]
+    failures = []
+    for seed in seeds:
+        for index, exercise in sorted(test_cells.items()):
+            inputs.reseed(seed)
+            error = _run(cells[index], index, namespace)
+            if error:
+                failures.append([seed, exercise, *error])
+    return {"setup": setup, "failures": failures}
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    os.chdir(spec["cwd"])
+    sys.path.insert(0, spec["cwd"])
+    os.environ["COURSE_CHECK_RUNNING"] = "1"  # a check() in a cell must not start another check
+    test_cells = {int(i): e for i, e in spec["test_cells"].items()}
+    sys.stdout.write(json.dumps(sweep(spec["cells"], test_cells, spec["seeds"])))
+
+
+if __name__ == "__main__":
+    main()
