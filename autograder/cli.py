@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     b.set_defaults(func=_build)
     from autograder.grade_cli import add_grade_parser
     add_grade_parser(sub)
+    from autograder.report import add_report_parser
+    add_report_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

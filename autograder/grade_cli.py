@@ -87,6 +87,12 @@ def run(args) -> int:
     chapter = find(repo / "source", args.chapter)
     where = Path(args.submissions)
     out = Path(args.out)
+    if args.db:  # a gradebook server that is down or refuses us: say so before grading anything
+        try:
+            gradebook.check(args.db)
+        except gradebook.GradebookError as e:
+            print(f"autograder grade: {e} Nothing was graded.", file=sys.stderr)
+            return 2
     try:
         bwrap()
     except SandboxError as e:
@@ -149,6 +155,12 @@ def run(args) -> int:
                      "c = get_config()  # noqa: F821\n"
                      f"c.CourseDirectory.root = {str(out.resolve())!r}\n"
                      f"c.CourseDirectory.db_url = {db_url!r}\n")
+    from autograder import report
+    try:
+        report_paths = report.write(out, chapter.id, db_url)
+    except report.ReportError as e:
+        report_paths = []
+        print(f"warning: the class report was not written: {e}", file=sys.stderr)
     elapsed = time.monotonic() - started
     print()
     print(summary_table(results))
@@ -157,5 +169,7 @@ def run(args) -> int:
     peak_kernel = max((r.kernel_peak_rss_kb for r in results), default=0) / 1024
     print(f"{len(results)} graded in {elapsed:.1f} s ({elapsed / len(results):.2f} s per submission, "
           f"{workers} workers); peak memory {peak_worker:.0f} MiB per worker + {peak_kernel:.0f} MiB per kernel")
-    print(f"wrote {out / 'grades.csv'}, {out / 'results'}/, {out / 'feedback'}/ and the gradebook {db_url}")
+    print(f"wrote {out / 'grades.csv'}, {out / 'results'}/, {out / 'feedback'}/ and the gradebook {gradebook.describe(db_url)}")
+    if report_paths:
+        print(f"class report: {report_paths[0]} (figures: {report_paths[1].name}, Canvas grades: {report_paths[2].name})")
     return 0

@@ -9,10 +9,15 @@ removed first, never duplicated.
 A SQLite gradebook (the default) is written as a copy that replaces the
 original only once every student is in, so an interrupted run leaves the old
 gradebook as it was. Any other SQLAlchemy URL is written in place, one commit
-per student.
+per student. A PostgreSQL gradebook (`postgresql://user:password@host/db`,
+through psycopg) is checked before anything is graded (`check`), and each run
+writes it holding an advisory lock, so that runs grading different chapters
+into it at the same time never race on creating its tables, its students or
+nbgrader's alembic stamp.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
@@ -28,11 +33,90 @@ def sqlite_path(db_url: str) -> Path | None:
     return Path(db_url[len("sqlite:///"):]) if db_url.startswith("sqlite:///") else None
 
 
+class GradebookError(Exception):
+    """The gradebook cannot be used; the message says why and what to do."""
+
+
+def engine_url(db_url: str) -> str:
+    """`db_url` with its driver named: plain postgresql:// means psycopg (3) whatever SQLAlchemy's default."""
+    for plain in ("postgresql://", "postgres://"):
+        if db_url.startswith(plain):
+            return "postgresql+psycopg://" + db_url[len(plain):]
+    return db_url
+
+
+def describe(db_url: str) -> str:
+    """`db_url` fit to print: without its password."""
+    from sqlalchemy.engine import make_url
+    try:
+        return make_url(db_url).render_as_string(hide_password=True)
+    except Exception:
+        return db_url.split("@")[-1]
+
+
+def check(db_url: str, timeout_s: int = 10) -> None:
+    """Raise GradebookError unless a server gradebook at `db_url` answers (SQLite needs no check)."""
+    if db_url.startswith("sqlite"):
+        return
+    import sqlalchemy
+    from sqlalchemy import exc
+    try:
+        url = sqlalchemy.engine.make_url(engine_url(db_url))
+        args = {"connect_timeout": timeout_s} if url.get_backend_name() == "postgresql" else {}
+        engine = sqlalchemy.create_engine(url, connect_args=args, poolclass=sqlalchemy.pool.NullPool)
+    except exc.ArgumentError as e:
+        raise GradebookError(f"{db_url!r} is not a database URL ({e}); a PostgreSQL gradebook is "
+                             "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from None
+    except (ImportError, exc.NoSuchModuleError) as e:
+        raise GradebookError(f"no driver for the gradebook {describe(db_url)} ({e}); for PostgreSQL, "
+                             "install the course again (scripts/setup.sh), which brings psycopg") from None
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT 1"))
+    except exc.DBAPIError as e:
+        reason = " ".join(str(getattr(e, "orig", None) or e).split())[:400].rstrip(".")
+        end = "" if reason.endswith("?") else "."
+        raise GradebookError(f"cannot reach the gradebook {describe(db_url)}: {reason}{end} Check that the server "
+                             "is running and that the address, user, password and database are right.") from None
+    finally:
+        engine.dispose()
+
+
+COURSE_ID = "default_course"  # nbgrader's Gradebook default
+
+# pg_advisory_lock's key for "a run is writing this gradebook": any constant the course alone uses.
+_LOCK_KEY = 0x636F75727365  # "course"
+
+
+@contextlib.contextmanager
+def _exclusive(db_url: str):
+    """Hold PostgreSQL's advisory lock of the gradebook while writing it (other databases: nothing)."""
+    import sqlalchemy
+    url = sqlalchemy.engine.make_url(db_url)
+    if url.get_backend_name() != "postgresql":
+        yield
+        return
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
+            connection.commit()
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+                connection.commit()
+    finally:
+        engine.dispose()
+
+
 def record(chapter: Chapter, db_url: str, results: list) -> None:
     """Put `results` (autograder.grade.Result) into the gradebook at `db_url`."""
     path = sqlite_path(db_url)
     if path is None:
-        _record(chapter, db_url, results)
+        url = engine_url(db_url)
+        with _exclusive(url):
+            _record(chapter, url, results)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -55,11 +139,13 @@ def _record(chapter: Chapter, db_url: str, results: list) -> None:
 
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
         prepare_course(chapter, Path(tmp))  # the assignment's cells, as generate_assignment records them
-        api = nbgrader_env.api(Path(tmp), db_url)
+        # The course the assignment belongs to: nbgrader's default course_id ('') has no row in the course
+        # table, which SQLite lets pass and PostgreSQL refuses (a foreign key); this is the Gradebook's own.
+        api = nbgrader_env.api(Path(tmp), db_url, **{"CourseDirectory.course_id": COURSE_ID})
         with nbgrader_env.quiet():
             outcome = api.generate_assignment(chapter.id)
-        nbgrader_env.check(outcome, f"generate_assignment {chapter.id} into {db_url}")
-    with Gradebook(db_url) as gb, warnings.catch_warnings():
+        nbgrader_env.check(outcome, f"generate_assignment {chapter.id} into {describe(db_url)}")
+    with Gradebook(db_url, COURSE_ID) as gb, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission
         for result in results:
             gb.update_or_create_student(result.student)
