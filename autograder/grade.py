@@ -18,9 +18,12 @@ gradebook receives (autograder/gradebook.py).
 from __future__ import annotations
 
 import ast
+import json
 import random
+import re
 import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -30,8 +33,8 @@ from autograder import nbgrader_env
 from autograder.build import declared_files
 from autograder.chapters import Chapter, discover
 from autograder.reference import package_files
-from autograder.repair import repair
-from autograder.sandbox import Limits, Sandbox
+from autograder.repair import repair, sanitize
+from autograder.sandbox import Limits, Sandbox, SandboxError
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
 from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict
 
@@ -54,6 +57,7 @@ class Result:
     seconds: float = 0.0
     seed: int | None = None
     kernel_peak_rss_kb: int = 0
+    folder: str = ""  # the student's folder as handed in, where it differs from `student`
 
     @property
     def score(self) -> float:
@@ -64,13 +68,96 @@ class Result:
         return sum(v.max_points for v in self.verdicts)
 
     def to_json(self) -> dict:
-        return {"student": self.student, "chapter": self.chapter, "score": self.score, "max_score": self.max_score,
-                "notes": self.notes, "exercises": [asdict(v) for v in self.verdicts], "seed": self.seed,
+        return {"student": self.student, "folder": self.folder or self.student, "chapter": self.chapter,
+                "score": self.score, "max_score": self.max_score, "notes": self.notes, "exercises": [asdict(v) for v in self.verdicts], "seed": self.seed,
                 "seconds": round(self.seconds, 3)}
 
 
 def _cut(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 20] + " ... (cut)"
+
+
+def zero_verdicts(source_nb, message: str) -> list[Verdict]:
+    """Every exercise of the chapter at 0 points with `message` (manual ones left to the instructor)."""
+    return [Verdict(ex.id, MANUAL if ex.manual else ERROR, "graded by your instructor" if ex.manual else message,
+                    0.0, ex.points) for ex in exercises(source_nb).values()]
+
+
+def zero_grades(source_nb, verdicts: list[Verdict]) -> list[dict]:
+    """Gradebook rows that give every automatically graded test cell 0 points."""
+    ids = {ex.id: [source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
+           for ex in exercises(source_nb).values()}
+    return [{"notebook": None, "name": t, "auto_score": 0.0, "needs_manual_grade": False}
+            for v in verdicts if v.status != MANUAL for t in ids.get(v.exercise, [])]
+
+
+def failed_result(chapter: Chapter, student: str, note: str, source_nb=None) -> Result:
+    """The result of a submission the grader could not grade: 0 points and `note`."""
+    source_nb = source_nb if source_nb is not None else read_notebook(chapter.notebook)
+    result = Result(student, chapter.id, notes=[note])
+    result.verdicts = zero_verdicts(source_nb, "not graded: see the note")
+    result.grades = [r | {"notebook": chapter.id} for r in zero_grades(source_nb, result.verdicts)]
+    return result
+
+
+def grader_failure_note(e: BaseException) -> str:
+    return (f"the grader could not grade this notebook ({type(e).__name__}: {_cut(str(e), 300)}). Your work "
+            "is not lost: fetch a fresh copy of the notebook from release/, paste your answers into it in "
+            "Jupyter and submit again, and tell your instructor, who can regrade it")
+
+
+def _chapter_check(nb, chapter_id: str, path: Path) -> None:
+    """expect_chapter, after making sure the notebook's metadata has the shape it reads."""
+    fix = (f"Restore it (JupyterLab: the property inspector's notebook metadata) or copy your answers into a "
+           f"fresh release/{chapter_id}/{chapter_id}.ipynb and submit that.")
+    meta = nb.get("metadata")
+    if not isinstance(meta, dict):
+        raise NotebookError(f"{path.name}'s notebook metadata is a {type(meta).__name__}, not an object, so the "
+                            f"grader cannot tell which chapter it is. {fix}")
+    course = meta.get("course", {})
+    if not isinstance(course, dict):
+        raise NotebookError(f"{path.name}'s metadata.course is a {type(course).__name__} ({course!r:.60}), not the "
+                            f"object the release has ({{\"chapter\": \"{chapter_id}\", ...}}), so the grader "
+                            f"cannot tell which chapter it is. {fix}")
+    if not isinstance(course.get("chapter"), (str, type(None))):
+        raise NotebookError(f"{path.name}'s metadata.course.chapter is a {type(course['chapter']).__name__}, not "
+                            f"the chapter's name ({chapter_id!r}). {fix}")
+    expect_chapter(nbformat.from_dict({"metadata": meta}), chapter_id, path.name)
+
+
+def load_submission(path: Path, chapter_id: str) -> tuple[nbformat.NotebookNode, list[str]]:
+    """(notebook, notes) of a submitted file: checked for the chapter, and sanitized
+    (autograder/repair.py) before nbformat reads it, since nbformat itself fails, with
+    messages that do not help a student, on cells that are not objects, metadata that
+    is a list, and the like. Raises NotebookError with a message that names the problem."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise NotebookError(f"{path.name} is JSON nested too deeply to be a notebook: the file is damaged. Fetch a "
+                            "fresh copy from release/ and paste your answers into it, in Jupyter.") from None
+    except (OSError, ValueError):  # not there, not text, not JSON: read_notebook says which, in its words
+        read_notebook(path)
+        raise NotebookError(f"{path} cannot be read as a notebook") from None
+    if not isinstance(raw, dict) or "cells" not in raw:
+        read_notebook(path)
+        raise NotebookError(f"{path} is JSON but not a Jupyter notebook (it has no 'cells').")
+    _chapter_check(raw, chapter_id, path)
+    notes = sanitize(raw)
+    text = json.dumps(raw, ensure_ascii=False)
+    if re.search("[\ud800-\udfff]", text):  # lone surrogates (JSON escapes) cannot be written as UTF-8
+        raw = json.loads(re.sub("[\ud800-\udfff]", "\ufffd", text))
+        notes.append("the notebook held characters that are not valid text (unpaired \\ud800-\\udfff escapes): "
+                     "each was replaced by \ufffd")
+    if raw.get("nbformat") == 4 and not isinstance(raw.get("nbformat_minor"), int):
+        raw["nbformat_minor"] = 5
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbformat's own complaints; the notes say what matters
+            nb = nbformat.reads(json.dumps(raw), as_version=4)
+    except Exception as e:
+        raise NotebookError(f"{path.name} is not a valid notebook ({type(e).__name__}: {_cut(str(e), 300)}). "
+                            "Fetch a fresh copy from release/ and paste your answers into it, in Jupyter.") from None
+    return nb, notes
 
 
 class SandboxExecute:
@@ -146,20 +233,41 @@ class Grader:
         self.sandbox = Sandbox(preload=_imports(trusted), limits=limits, allow_native=self.allow_native,
                                warmup=code, warmup_files=self.support)
         self._run: dict | None = None
+        # For tests: {grade_id or cell index: [moment, ...]} makes the supervisor kill the kernel at that
+        # moment of the n-th time the cell is sent ("before_send", "after_send", "after_reply"; None: no
+        # death that time). See autograder/supervisor.py.
+        self.kernel_deaths: dict = {}
 
     def close(self) -> None:
         self.sandbox.close()
 
     def grade(self, student: str, notebook: Path | None, timestamp: str | None = None,
-              problem: str | None = None) -> Result:
-        """Grade one student's notebook; bad input becomes a note, never an exception."""
+              problem: str | None = None, notes: list[str] | None = None) -> Result:
+        """Grade one student's notebook; bad input becomes a note, never an exception.
+
+        Only a sandbox that cannot run at all (SandboxError) is raised: that is the
+        grader's problem, not this student's."""
         started = time.monotonic()
-        result = Result(student, self.chapter.id)
+        result = Result(student, self.chapter.id, notes=list(notes or []))
+        try:
+            return self._grade(result, started, notebook, timestamp, problem)
+        except SandboxError:
+            raise
+        except Exception as e:  # whatever the notebook holds, it costs this submission only
+            self._run = None
+            result.notes.append(grader_failure_note(e))
+            result.verdicts = self._zero_verdicts("not graded: see the note")
+            result.autograded = None
+            return self._finish(result, started, graded=False)
+
+    def _grade(self, result: Result, started: float, notebook: Path | None, timestamp: str | None,
+               problem: str | None) -> Result:
+        student = result.student
         try:
             if notebook is None:
                 raise NotebookError(problem or f"no {self.chapter.notebook.name} was submitted")
-            nb = read_notebook(notebook)
-            expect_chapter(nb, self.chapter.id, notebook.name)
+            nb, notes = load_submission(notebook, self.chapter.id)
+            result.notes += notes
         except NotebookError as e:
             result.notes.append(str(e))
             result.verdicts = self._zero_verdicts("not graded: " + str(e))
@@ -182,6 +290,8 @@ class Grader:
         finally:
             SandboxExecute.active = None
         run, self._run = self._run, None
+        if run.get("fatal") is not None:  # nbgrader turned it into a failed autograde; it is the grader's
+            raise run["fatal"]
         result.notes += run.get("notes", [])
         result.kernel_peak_rss_kb = run.get("kernel_peak_rss_kb", 0)
         if not outcome.get("success"):
@@ -196,14 +306,18 @@ class Grader:
 
     def _finish(self, result: Result, started: float, graded: bool) -> Result:
         if not graded:
-            result.grades = [{"notebook": self.chapter.id, "name": f"{v.exercise}_tests", "auto_score": 0.0,
-                              "needs_manual_grade": False} for v in result.verdicts if v.status != MANUAL]
+            result.grades = [r | {"notebook": self.chapter.id} for r in zero_grades(self.source_nb, result.verdicts)]
         result.seconds = time.monotonic() - started
         return result
 
+    def failed(self, student: str, note: str, notes: list[str] | None = None) -> Result:
+        """A submission that could not be graded: 0 points, `note` after `notes`."""
+        result = failed_result(self.chapter, student, note, self.source_nb)
+        result.notes[:0] = list(notes or [])
+        return result
+
     def _zero_verdicts(self, message: str) -> list[Verdict]:
-        return [Verdict(ex.id, MANUAL if ex.manual else ERROR, "graded by your instructor" if ex.manual else message,
-                        0.0, ex.points) for ex in exercises(self.source_nb).values()]
+        return zero_verdicts(self.source_nb, message)
 
     # -- running the notebook -------------------------------------------------
     def _execute(self, nb):
@@ -222,7 +336,15 @@ class Grader:
             else:
                 kind = "student"
             cells.append({"index": index, "kind": kind, "source": _transform_magics(cell.source)})
-        reply = self.sandbox.run(cells, self.support, seed=self._run["seed"])
+            deaths = self.kernel_deaths.get(cell.metadata.get("nbgrader", {}).get("grade_id"),
+                                            self.kernel_deaths.get(index))
+            if deaths:
+                cells[-1]["deaths"] = list(deaths)
+        try:
+            reply = self.sandbox.run(cells, self.support, seed=self._run["seed"])
+        except SandboxError as e:  # nbgrader would report it as this notebook's failure: keep it for grade()
+            self._run["fatal"] = e
+            raise
         notes = []
         if "error" in reply:
             notes.append("the grading sandbox failed on this notebook: " + reply["error"])

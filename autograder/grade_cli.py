@@ -8,7 +8,9 @@ leaves a half-written file):
     DIR/gradebook.db                     nbgrader's gradebook (or --db URL): nbgrader export, formgrader
     DIR/autograded/<student>/<chapter>/  the executed notebooks, for formgrader (instructor only)
 Exits 0 when every submission was graded, whatever the scores; 2 when the
-submissions or the sandbox cannot be used at all.
+submissions or the sandbox cannot be used at all. Whatever one submission holds,
+it costs that submission only: every student folder is graded (0 and a note
+when there is nothing gradable) or named in a warning.
 """
 from __future__ import annotations
 
@@ -47,33 +49,38 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _safe_name(student: str) -> bool:
-    return bool(student) and "/" not in student and "\\" not in student and student not in (".", "..")
-
-
 def _csv(results, chapter_id: str) -> str:
+    """One row per student folder, under the folder's own name (not the id it may have been
+    graded under: results/<id>.json holds both)."""
     ids = [v.exercise for v in results[0].verdicts] if results else []
     buffer = io.StringIO()
     w = csv.writer(buffer)
     w.writerow(["student", "chapter", "score", "max_score", *ids])
     for r in results:
         points = {v.exercise: v.points for v in r.verdicts}
-        w.writerow([r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}", *[f"{points.get(i, 0):g}" for i in ids]])
+        w.writerow([r.folder or r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}",
+                    *[f"{points.get(i, 0):g}" for i in ids]])
     return buffer.getvalue()
+
+
+def _shown(name: str) -> str:
+    """A name for one line of the terminal: control characters escaped."""
+    return name if name.isprintable() else repr(name)[1:-1]
 
 
 def summary_table(results) -> str:
     ids = [v.exercise for v in results[0].verdicts if v.status != "manually graded"] if results else []
-    width = max([len(r.student) for r in results] + [7])
+    names = [_shown(r.folder or r.student)[:40] for r in results]
+    width = max([len(n) for n in names] + [7])
     head = f"{'student':<{width}}  {'score':>9}  " + "  ".join(i[:12].ljust(12) for i in ids) + "  notes"
     lines = [head, "-" * len(head)]
-    for r in results:
+    for r, name in zip(results, names):
         by = {v.exercise: v for v in r.verdicts}
         auto = [by[i] for i in ids if i in by]
         cells = "  ".join(f"{by[i].points:g}/{by[i].max_points:g} {by[i].status[:6]}".ljust(12)[:12]
                           if i in by else " " * 12 for i in ids)
         score = f"{sum(v.points for v in auto):g}/{sum(v.max_points for v in auto):g}"
-        lines.append(f"{r.student:<{width}}  {score:>9}  {cells}  {len(r.notes) or ''}")
+        lines.append(f"{name:<{width}}  {score:>9}  {cells}  {len(r.notes) or ''}")
     return "\n".join(lines)
 
 
@@ -109,43 +116,47 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         try:
             if where.is_file() and where.suffix.lower() == ".zip":
-                warnings = unpack(where, Path(scratch))
+                skipped: dict = {}
+                warnings = unpack(where, Path(scratch), skipped)
                 folder = Path(scratch)
             elif where.is_dir():
-                warnings, folder = [], where
+                warnings, folder, skipped = [], where, {}
             else:
                 print(f"autograder grade: {where} is neither a folder of submissions nor a .zip of one.",
                       file=sys.stderr)
                 return 2
-            submissions = collect(folder, chapter.id, chapter.notebook.name)
+            submissions = collect(folder, chapter.id, chapter.notebook.name, warnings, skipped)
         except IntakeError as e:
             print(f"autograder grade: {e}", file=sys.stderr)
             return 2
         for w in warnings:
-            print(f"warning: {w}", file=sys.stderr)
-        bad = [s.student for s in submissions if not _safe_name(s.student)]
-        if bad or not submissions:
-            print(f"autograder grade: no student folders found in {where}" if not submissions else
-                  f"autograder grade: unusable student folder names: {bad}", file=sys.stderr)
+            print(f"warning: {_shown(w)}", file=sys.stderr)
+        if not submissions:
+            print(f"autograder grade: no student folders found in {where}", file=sys.stderr)
             return 2
+        folders = {s.student: s.folder for s in submissions}
         workers = max(1, min(args.workers, len(submissions)))
         print(f"grading {len(submissions)} submissions of {chapter.id} with {workers} worker(s), sandboxed ...",
               flush=True)
 
         def progress(result, done, total):
-            note = f"  ({'; '.join(result.notes)[:100]})" if result.notes else ""
-            print(f"[{done}/{total}] {result.student}: {result.score:g}/{result.max_score:g}{note}", flush=True)
+            note = f"  ({_shown('; '.join(result.notes)[:100])})" if result.notes else ""
+            print(f"[{done}/{total}] {_shown(folders.get(result.student, result.student))}: "
+                  f"{result.score:g}/{result.max_score:g}{note}", flush=True)
 
         try:
             results, worker_rss = grade_all(chapter, submissions, workers, limits, progress)
         except SandboxError as e:
             print(f"autograder grade: {e}", file=sys.stderr)
             return 2
+    for r in results:
+        r.folder = folders.get(r.student, r.student)
     db_url = args.db or f"sqlite:///{(out / 'gradebook.db').resolve()}"
     gradebook.record(chapter, db_url, results)
     for r in results:
         write_atomic(out / "results" / f"{r.student}.json", json.dumps(r.to_json(), indent=2) + "\n")
-        write_atomic(out / "feedback" / r.student / f"{chapter.id}.html", feedback.render(r))
+        write_atomic(out / "feedback" / r.student / f"{chapter.id}.html",
+                     feedback.render(r, f"{chapter.id}: feedback for {r.folder or r.student}"))
         if r.autograded:
             write_atomic(out / "autograded" / r.student / chapter.id / chapter.notebook.name, r.autograded)
     write_atomic(out / "grades.csv", _csv(results, chapter.id))

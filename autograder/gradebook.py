@@ -134,7 +134,7 @@ def record(chapter: Chapter, db_url: str, results: list) -> None:
 
 
 def _record(chapter: Chapter, db_url: str, results: list) -> None:
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import Gradebook
     from autograder.grade import prepare_course
 
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
@@ -148,23 +148,36 @@ def _record(chapter: Chapter, db_url: str, results: list) -> None:
     with Gradebook(db_url, COURSE_ID) as gb, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission
         for result in results:
-            gb.update_or_create_student(result.student)
             try:
-                gb.remove_submission(chapter.id, result.student)
-            except MissingEntry:
-                pass
-            timestamp = datetime.datetime.fromisoformat(result.timestamp) if result.timestamp else None
-            submission = gb.add_submission(chapter.id, result.student, timestamp=timestamp)
-            grades = {(r["notebook"], r["name"]): r for r in result.grades if "name" in r}
-            comments = {(r["notebook"], r["comment"]): r for r in result.grades if "comment" in r}
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    row = grades.get((notebook.name, grade.name))
-                    if row is not None:
-                        grade.auto_score = row["auto_score"]
-                        grade.needs_manual_grade = row.get("needs_manual_grade", False)
-                for comment in notebook.comments:
-                    row = comments.get((notebook.name, comment.name))
-                    if row is not None:
-                        comment.auto_comment = row["auto_comment"]
-            gb.db.commit()
+                _record_one(gb, chapter, result, result.grades, result.timestamp)
+            except Exception as e:  # this student's rows, not the class's gradebook: record them as 0
+                gb.db.rollback()
+                result.notes.append(f"the gradebook did not accept this submission's grades ({type(e).__name__}: "
+                                    f"{str(e)[:200]}): it holds 0 points for it; tell your instructor")
+                _record_one(gb, chapter, result, [], None)
+
+
+def _record_one(gb, chapter: Chapter, result, rows: list[dict], timestamp: str | None) -> None:
+    from nbgrader.api import MissingEntry
+    gb.update_or_create_student(result.student)
+    try:
+        gb.remove_submission(chapter.id, result.student)
+    except MissingEntry:
+        pass
+    when = datetime.datetime.fromisoformat(timestamp) if timestamp else None
+    submission = gb.add_submission(chapter.id, result.student, timestamp=when)
+    grades = {(r["notebook"], r["name"]): r for r in rows if "name" in r}
+    comments = {(r["notebook"], r["comment"]): r for r in rows if "comment" in r}
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            row = grades.get((notebook.name, grade.name))
+            if row is not None:
+                grade.auto_score = row["auto_score"]
+                grade.needs_manual_grade = row.get("needs_manual_grade", False)
+            elif not rows:  # nothing graded: 0, not "needs manual grading"
+                grade.auto_score, grade.needs_manual_grade = 0.0, False
+        for comment in notebook.comments:
+            row = comments.get((notebook.name, comment.name))
+            if row is not None:
+                comment.auto_comment = row["auto_comment"]
+    gb.db.commit()

@@ -11,7 +11,12 @@ kernel's messages only as JSON.
 When the kernel dies (os._exit, a segfault, the memory limit) or a cell runs past
 its limit, the supervisor kills every process of that uid, forks a fresh kernel,
 replays the cells that had completed (skipping the one that failed) and carries
-on, so one bad cell costs that cell, not the notebook.
+on, so one bad cell costs that cell, not the notebook. A death at any other
+moment is treated the same way: one while a cell is being sent or its reply
+read is a death in that cell; one between cells (found when the next cell
+cannot be sent) costs no cell: the fresh kernel replays and runs that cell; one
+while cells are replayed is another restart. Only when the restarts are used up
+are the remaining cells "not run".
 
 Protocol with the worker outside: one JSON object per line on stdin (a job) and
 on the original stdout (the result, or {"ready": ...} once warm).
@@ -97,10 +102,15 @@ class Kernel:
         self.status = None
         self.intruder = None
 
-    def send(self, message: dict) -> None:
+    def send(self, message: dict) -> bool:
+        """False when the kernel is gone (its end of the channel is closed)."""
         import marshal
         data = marshal.dumps(message)
-        self.sock.sendall(b"%08d" % len(data) + data)
+        try:
+            self.sock.sendall(b"%08d" % len(data) + data)
+            return True
+        except OSError:  # BrokenPipeError, ConnectionResetError: it died before or while it was sent
+            return False
 
     def receive(self, deadline: float):
         """The next line from the kernel, or ("timeout" | "died", None)."""
@@ -113,7 +123,10 @@ class Kernel:
                 if self.exited():
                     return "died", None
                 continue
-            chunk, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(struct.calcsize("3i")))
+            try:
+                chunk, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(struct.calcsize("3i")))
+            except OSError:  # ConnectionResetError: it died with part of a cell still unread
+                chunk, ancillary = b"", []
             if not chunk:
                 self.exited(wait=True)
                 return "died", None
@@ -153,6 +166,13 @@ class Kernel:
                     signal.SIGBUS: "a bus error (SIGBUS)"}.get(sig, signal.Signals(sig).name)
             return f"the kernel died of {name}"
         return f"the kernel exited with status {os.WEXITSTATUS(self.status)} (os._exit or a crash)"
+
+
+def _die(kernel: Kernel) -> None:
+    """For tests (a cell's "deaths"): kill the kernel now, and wait until it is dead
+    without reaping it, as a death the supervisor has not noticed yet."""
+    os.kill(kernel.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, kernel.pid, os.WEXITED | os.WNOWAIT)
 
 
 def _kill_all(uid: int | None, kernel: Kernel | None) -> None:
@@ -232,15 +252,27 @@ def grade(job: dict, snapshot) -> dict:
     notes: list[str] = []
     completed: list[dict] = []
     restarts = 0
-    kernel = Kernel(job, snapshot, uid)
     peak_kb = 0
+    # Tests make the kernel die at awkward moments: a cell's "deaths" lists, for each time the
+    # cell is sent (first run, then replays), None or "before_send" / "after_send" / "after_reply".
+    deaths = {c["index"]: list(c.get("deaths") or []) for c in cells}
 
     def run(k: Kernel, cell: dict, until: float) -> dict:
         nonce = secrets.token_hex(16)
-        k.send({"index": cell["index"], "kind": cell["kind"], "source": cell["source"], "nonce": nonce})
+        death = deaths[cell["index"]].pop(0) if deaths[cell["index"]] else None
+        if death == "before_send":
+            _die(k)
+        elif death == "after_send":  # stopped, it cannot read the cell: it dies with the cell unread
+            os.kill(k.pid, signal.SIGSTOP)
+        if not k.send({"index": cell["index"], "kind": cell["kind"], "source": cell["source"], "nonce": nonce}):
+            return {"status": "undelivered"}
+        if death == "after_send":
+            _die(k)
         what, line = k.receive(until)
         if what != "message":
             return {"status": what}
+        if death == "after_reply":
+            _die(k)
         try:
             reply = json.loads(line)
         except ValueError:
@@ -249,21 +281,43 @@ def grade(job: dict, snapshot) -> dict:
             return {"status": "forged", "why": "a reply on the grading channel did not carry this cell's secret"}
         return reply
 
+    def start() -> Kernel | None:
+        try:
+            return Kernel(job, snapshot, uid)
+        except OSError as e:  # fork() failed: the machine is out of processes or memory
+            notes.append(f"a kernel could not be started ({e})")
+            return None
+
     def restart() -> Kernel | None:
+        """A fresh kernel in the state of the cells completed so far, or None when the
+        restarts are used up. A kernel that dies while replaying is restarted again."""
         nonlocal restarts
         _kill_all(uid, kernel)
-        if restarts >= limits["max_restarts"]:
-            return None
-        restarts += 1
-        fresh = Kernel(job, snapshot, uid)
-        for earlier in completed:  # replay: the notebook's state up to here, without the cell that failed
-            reply = run(fresh, earlier, min(deadline, time.monotonic() + limits["cell_timeout_s"]))
-            if reply.get("status") not in ("ok", "error"):
-                _kill_all(uid, fresh)
+        while restarts < limits["max_restarts"]:
+            restarts += 1
+            fresh = start()
+            if fresh is None:
                 return None
-        return fresh
+            for earlier in completed:  # replay: the notebook's state up to here, without the cell that failed
+                reply = run(fresh, earlier, min(deadline, time.monotonic() + limits["cell_timeout_s"]))
+                status = reply.get("status")
+                if status not in ("ok", "error"):
+                    if status in ("died", "undelivered"):
+                        fresh.exited(wait=True)
+                    what = ("ran past its time limit" if status == "timeout"
+                            else fresh.how_it_died().removeprefix("the kernel "))
+                    notes.append(f"cell {earlier['index']}: while the cells before were replayed, the kernel "
+                                 f"{what}; restarting it again")
+                    _kill_all(uid, fresh)
+                    break
+            else:
+                return fresh
+        return None
 
-    for position, cell in enumerate(cells):
+    kernel = start()
+    position = 0
+    while position < len(cells):
+        cell = cells[position]
         now = time.monotonic()
         if kernel is None or now >= deadline:
             why = (f"not run: the notebook reached its time limit of {limits['submission_timeout_s']:g} s"
@@ -279,6 +333,18 @@ def grade(job: dict, snapshot) -> dict:
         if status in ("ok", "error"):
             results[cell["index"]] = reply
             completed.append(cell)
+            position += 1
+            continue
+        if status == "undelivered":  # it died between cells: this cell never reached it, so it costs nothing
+            kernel.exited(wait=True)
+            after = f"after cell {completed[-1]['index']}" if completed else "before the first cell"
+            notes.append(f"cell {cell['index']}: {kernel.how_it_died()} between cells ({after}), before this "
+                         "cell reached it")
+            peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            kernel = restart()
+            if kernel is not None:
+                notes.append(f"cell {cell['index']}: restarted the kernel, replayed the cells before it and "
+                             "ran this cell again")
             continue
         if status == "timeout":
             if until >= deadline:  # the notebook's own limit: nothing after this cell will run either
@@ -315,6 +381,7 @@ def grade(job: dict, snapshot) -> dict:
         kernel = restart()
         if kernel is not None:
             notes.append(f"cell {cell['index']}: restarted the kernel and replayed the cells before it")
+        position += 1
     _kill_all(uid, kernel)
     peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     _clean([job["workdir"], "/tmp", "/dev/shm"])
