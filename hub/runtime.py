@@ -23,6 +23,9 @@ from pathlib import Path
 from settings import REPO
 
 SKIP_IN_VENV = {"proxy"}  # configurable-http-proxy runs with the hub, as root
+LAYOUT_VERSION = "2"  # bump when build() changes what it makes
+# JupyterLab's defaults for the class: no prompt to fetch Jupyter's news from the internet
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 
 
 def reachable_by_others(path: Path) -> bool:
@@ -53,7 +56,7 @@ def _replace(path: Path, text: str, mode: int = 0o644) -> None:
 
 def _fingerprint(venv: Path) -> str:
     """Changes when the packages or the course package change."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(LAYOUT_VERSION.encode())
     stamp = venv / ".course-installed"
     h.update(stamp.read_bytes() if stamp.is_file() else b"-")
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -106,6 +109,11 @@ def build(target: Path, venv: Path | None = None) -> dict:
     shutil.copytree(REPO / "course", fresh / "src" / "course",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     _replace(site / "course_hub_runtime.pth", str(target / "src") + "\n")
+
+    overrides = fresh / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    overrides.parent.mkdir(parents=True, exist_ok=True)
+    current = json.loads(overrides.read_text()) if overrides.is_file() else {}
+    _replace(overrides, json.dumps({**current, **LAB_OVERRIDES}, indent=2) + "\n")
 
     old_shebang = f"#!{venv}/bin/python".encode()
     for script in (fresh / "bin").iterdir():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -69,7 +70,22 @@ def assignment_list(page):
 def click_in_list(page, list_id: str, button: str, timeout: float = 120_000) -> None:
     row = page.locator(f"#{list_id} .list_item", has_text=CHAPTER).first
     row.wait_for(timeout=timeout)
-    row.get_by_role("button", name=button).click()
+    row.get_by_role("button", name=button, exact=True).click()
+
+
+def wait_for_job(page, url: str, timeout: float) -> tuple[str, str]:
+    """The grader page refreshes itself while a job runs; look again every few seconds until it ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page.goto(f"{url}services/grader/", timeout=60_000)
+        try:
+            state = page.locator("#job-state").inner_text(timeout=10_000)
+            log = page.locator("#log").inner_text(timeout=10_000)
+        except playwright.Error:  # the page refreshed itself under us
+            continue
+        if "running" not in state or time.monotonic() > deadline:
+            return state.strip(), log
+        time.sleep(3)
 
 
 def answer(wrong: dict[str, str] | None) -> dict[int, str]:
@@ -148,11 +164,8 @@ def _loop(browser, url, tc, ana, bo):
     teacher.goto(f"{url}services/grader/", timeout=60_000)
     assert "2 of 2" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
     teacher.locator(f"button[value='grade'][data-chapter='{CHAPTER}']").click()
-    teacher.wait_for_function("document.querySelector('#job-state') && "
-                              "!document.querySelector('#job-state').innerText.includes('running')",
-                              timeout=900_000, polling=2000)
-    log = teacher.locator("#log").inner_text()
-    assert "done" in teacher.locator("#job-state").inner_text(), log
+    state, log = wait_for_job(teacher, url, 900)
+    assert state == "done", log
     assert "15/17" in log and "13/17" in log, log
     shot(teacher, "05-instructor-grades-the-class")
     teacher.locator("a", has_text="class report").first.click()
@@ -162,10 +175,8 @@ def _loop(browser, url, tc, ana, bo):
     shot(teacher, "06-instructor-class-report")
     teacher.goto(f"{url}services/grader/", timeout=60_000)
     teacher.locator(f"button[value='release-feedback'][data-chapter='{CHAPTER}']").click()
-    teacher.wait_for_function("document.querySelector('#job-state') && "
-                              "!document.querySelector('#job-state').innerText.includes('running')",
-                              timeout=300_000, polling=1000)
-    assert "released the feedback" in teacher.locator("#log").inner_text()
+    state, log = wait_for_job(teacher, url, 300)
+    assert state == "done" and "released the feedback" in log, log
     shot(teacher, "07-instructor-releases-feedback")
 
     # each student fetches their feedback from the Assignment List and reads it
@@ -174,7 +185,7 @@ def _loop(browser, url, tc, ana, bo):
         page = students[name]
         open_lab(page, url, name)
         assignment_list(page)
-        click_in_list(page, "fetched_assignments_list", "Fetch Feedback")
+        click_in_list(page, "submitted_assignments_list", "Fetch Feedback")
         link = page.locator("#submitted_assignments_list a", has_text="view feedback").first
         link.wait_for(timeout=120_000)
         link.click()
