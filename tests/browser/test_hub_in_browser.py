@@ -138,6 +138,7 @@ def _loop(browser, url, tc, ana, bo):
     row = teacher.locator("tr", has_text=CHAPTER).first
     row.locator("td.release a").first.click(timeout=60_000)
     teacher.get_by_text(f"Successfully released '{CHAPTER}'").wait_for(timeout=120_000)
+    teacher.wait_for_timeout(1000)  # the dialog fades in
     shot(teacher, "01-instructor-releases-in-formgrader")
     teacher.keyboard.press("Escape")
 
