@@ -26,8 +26,9 @@ def render(result, title: str | None = None) -> str:
         for v in result.verdicts)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
     notes_html = f"<h2>Notes from the grader</h2><ul>{notes}</ul>" if notes else ""
-    seed = (f"<p>Random inputs of this grading: seed {result.seed} "
-            f"(<code>course.inputs.reseed({result.seed})</code> replays them).</p>") if result.seed else ""
+    seed = (f"<p>Random inputs of this grading: seed {result.seed}. Each test cell draws its own, and a "
+            f"failed test's message names the seed that replays them (<code>course.inputs.reseed(...)</code>)."
+            f"</p>") if result.seed else ""
     heading = html.escape(title or f"{result.chapter}: feedback for {result.student}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{heading}</title>

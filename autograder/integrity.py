@@ -67,6 +67,7 @@ class Snapshot:
         self.sys_lists: dict = {}
         self.owner: dict[str, str] = {}  # dotted name of a class, function or table -> its module
         self.module_names: set[str] = set()
+        self.code_ids: frozenset[int] = frozenset()  # every code object of the functions above (nested ones too)
 
     @classmethod
     def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
@@ -112,6 +113,7 @@ class Snapshot:
                 elif type(value) is types.FunctionType and value.__globals__ is d:
                     add_function(f"{name}.{key}", value)
         snap.module_names = {m[0] for m in snap.modules}
+        snap.code_ids = frozenset(id(c) for f in snap.functions for c in _code_objects(f[2]))
         snap.sys_modules = {k: v for k, v in sys.modules.items() if k not in _MODULE_SKIP}
         snap.sys_lists = {name: (getattr(sys, name), list(getattr(sys, name))) for name in _SYS_LISTS}
         return snap
@@ -315,9 +317,26 @@ def _frame_helpers():
     return returners, consumers
 
 
-def install_guard(allow_native: bool = False):
-    """Install the audit hook; return (set_untrusted, blocked) where set_untrusted(bool)
-    switches the policy on around notebook code and `blocked` lists what was refused."""
+def _code_objects(code) -> list:
+    """`code` and every code object nested in its constants (functions, classes, comprehensions)."""
+    found, todo = [], [code]
+    while todo:
+        c = todo.pop()
+        found.append(c)
+        todo.extend(k for k in c.co_consts if type(k) is types.CodeType)
+    return found
+
+
+def install_guard(allow_native: bool = False, trusted_codes=()):
+    """Install the audit hook; return (set_untrusted, blocked, controls) where set_untrusted(bool)
+    switches the policy on around notebook code, `blocked` lists what was refused, and
+    `controls` (a dict of functions) is the grader's handle on what only the hook holds:
+
+    - the random-input stream the tests draw from (course.inputs asks it through the
+      "course.inputs" audit event): "reseed"(seed) before a test cell, "testing"(flag) while
+      one runs, when only the grader's own code may draw from it or reseed it;
+    - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
+      own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code)."""
     untrusted = [False]
     busy = [False]
     blocked: list[str] = []
@@ -325,7 +344,17 @@ def install_guard(allow_native: bool = False):
     frame_giving = frozenset({"sys._getframe", "object.__getattr__"})
     violation, str_type, append = SandboxViolation, str, blocked.append
     returners, consumers = _frame_helpers()
-    getframe, get_id = sys._getframe, id
+    getframe, get_id, tuple_type, list_type, int_type = sys._getframe, id, tuple, list, int
+    try:
+        from course.inputs import _draw as draw
+    except ImportError:  # a course without the inputs module: nothing draws
+        draw = None
+    from _random import Random as MersenneTwister
+    stream, stream_seed, testing = MersenneTwister(0), [0], [False]
+    # Ids of the code objects whose frames are the grader's: the snapshot's functions (the libraries,
+    # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
+    grader_codes: set[int] = set(trusted_codes)
+    keep_codes: list = []  # alive, so that their ids are never reused by a student's code
 
     def on_behalf_of_consumer() -> bool:
         f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
@@ -335,8 +364,47 @@ def install_guard(allow_native: bool = False):
             return False
         return not f.f_locals.get("capture_locals")  # reprs of the grader's locals are no better
 
+    def only_grader_on_stack() -> bool:
+        """Whether every frame that led to this event is the grader's: the given and test cells'
+        code, the libraries and the course. A student's function anywhere on the way (even one
+        that calls a given helper that draws) is not."""
+        f = getframe(2)
+        while f is not None:
+            if get_id(f.f_code) not in grader_codes:
+                return False
+            f = f.f_back
+        return True
+
+    def inputs_event(args) -> None:
+        if len(args) != 3 or type(args[2]) is not list_type or type(args[1]) is not tuple_type:
+            return
+        op, params, box = args
+        if type(op) is not str_type or not all(type(p) is int_type for p in params):
+            return
+        if testing[0] and op != "seed":
+            busy[0] = True
+            try:
+                ours = only_grader_on_stack()
+            finally:
+                busy[0] = False
+            if not ours:
+                append("course.inputs")
+                raise violation("drawing from the tests' random inputs (or reseeding them) while a test runs is "
+                                "not allowed: they are the tests' own; see the course's grading guide")
+        if op == "seed":
+            box.append(stream_seed[0])
+        elif op == "reseed" and len(params) == 1:
+            stream.seed(params[0])
+            stream_seed[0] = params[0]
+        elif draw is not None and op in ("random", "randint", "randrange"):
+            box.append(draw(stream.getrandbits, stream.random, op, params))
+
     def hook(event, args):
-        if not untrusted[0] or busy[0]:
+        if busy[0]:
+            return
+        if event == "course.inputs":
+            return inputs_event(args)
+        if not untrusted[0]:
             return
         if event in frame_events:
             pass
@@ -365,7 +433,20 @@ def install_guard(allow_native: bool = False):
     def set_untrusted(flag: bool) -> None:
         untrusted[0] = flag
 
-    return set_untrusted, blocked
+    def reseed(seed: int) -> None:
+        stream.seed(seed)
+        stream_seed[0] = seed
+
+    def set_testing(flag: bool) -> None:
+        testing[0] = flag
+
+    def trust_code(code) -> None:
+        for c in _code_objects(code):
+            keep_codes.append(c)
+            grader_codes.add(get_id(c))
+
+    controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code}
+    return set_untrusted, blocked, controls
 
 
 def exact_str(value, default: str = "") -> str:

@@ -183,6 +183,13 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         snapshot.refresh("course.inputs")
     except (ImportError, AttributeError):
         pass
+    # The seed of each test cell's inputs: fresh from the grader's secret, which no notebook code sees.
+    secret = bytes.fromhex(job["secret"]) if job.get("secret") else os.urandom(16)
+    job.pop("secret", None)
+    from hashlib import blake2b
+
+    def cell_seed(index: int, _hash=blake2b, _key=secret) -> int:
+        return int.from_bytes(_hash(b"%d" % index, key=_key, digest_size=4).digest(), "big") & 0x7FFFFFFF
 
     # Everything the guarded stretch uses is captured now, before student code can rebind it.
     read, write, loads = os.read, os.write, marshal.loads
@@ -193,7 +200,14 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     restore, module_of, execute, evaluate, to_repr = snapshot.restore, snapshot.module_of, exec, eval, repr
     split = _split_last_expression
     capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
-    set_untrusted, blocked = install_guard(bool(job.get("allow_native")))
+    set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids)
+    reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
+    reseed_inputs(int(job["seed"]))
+    frame = sys._getframe()
+    while frame is not None:  # the kernel's own loop and the supervisor's frames under it
+        trust_code(frame.f_code)
+        frame = frame.f_back
+    del frame
 
     main_module = types.ModuleType("__main__")
     ns = main_module.__dict__
@@ -253,6 +267,20 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         status, ename, evalue, result = "ok", "", "", None
         error = None
         del blocked[:]
+        filename = f"<cell {index}>"
+        compiled = None
+        if kind != "student":  # the grader's own code: compiled here, and its frames are known as the grader's
+            try:
+                compiled = split(source, filename)
+            except BaseException as e:
+                compiled = e
+            else:
+                for code in compiled:
+                    if code is not None:
+                        trust_code(code)
+        if kind == "test":  # fresh inputs from the grader's secret, drawn only by the grader's code
+            reseed_inputs(cell_seed(index))
+            inputs_testing(True)
         # ---- the student's turn: everything from here to the guarded stretch may be hostile.
         set_untrusted(True)
         sys.stdout, sys.stderr = stdout, stderr
@@ -261,8 +289,12 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         graveyard.clear()  # finalizers of what the last restore displaced run here, under the guard
         try:
             try:
-                filename = f"<cell {index}>"
-                body, last = split(source, filename)
+                if compiled is None:
+                    compiled = split(source, filename)
+                elif type(compiled) is not tuple:
+                    raise compiled
+                body, last = compiled
+                compiled = None
                 execute(body, ns)
                 if last is not None:
                     value = evaluate(last, ns)
@@ -290,6 +322,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         sigmask(signal.SIG_BLOCK, all_signals)
         gc_disable()
         set_untrusted(False)
+        inputs_testing(False)
         graveyard.append(error)
         error = None
         sensitive, other = restore(graveyard)

@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import random
+import secrets
 import select
 import shutil
 import subprocess
@@ -187,7 +188,10 @@ class Sandbox:
             self._start()
         self._stage(files)
         self.jobs += 1
-        job = {"cells": cells, "limits": asdict(self.limits), "seed": seed, "uid": self.uid,
+        # secret: what the kernel derives every test cell's random inputs from (course.inputs); no
+        # notebook code sees it, so no answer cell can know the inputs a test will draw
+        job = {"cells": cells, "limits": asdict(self.limits), "seed": seed, "secret": secrets.token_hex(16),
+               "uid": self.uid,
                "inputs": "/grading/in", "workdir": f"/grading/work/job{self.jobs}",
                "allow_native": self.allow_native}
         try:

@@ -2,55 +2,103 @@
 
 Each process draws one seed (or takes COURSE_SEED) and every failure message
 ends with it, so a student can replay exactly the inputs that failed.
+
+While a notebook is graded the stream is not this module's: every draw is an
+audit event (`sys.audit("course.inputs", ...)`) that the grading sandbox answers
+from a stream of its own, which no notebook code can reach, which it reseeds
+from the grader's secret before every test cell, and from which a student's
+code may not draw (nor reseed it) while a test runs (docs/grading.md, "Threat
+model"). Outside grading nobody answers the event and the draws come from this
+module's own generator, with the same algorithm, so that `reseed(seed)` with a
+seed from a failure message replays exactly what the grader drew.
 """
 from __future__ import annotations
 
 import os
 import random
+import sys
+from _random import Random as _MersenneTwister
 
 import torch
 
 SEED_ENV = "COURSE_SEED"
 _seed = int(os.environ[SEED_ENV]) if os.environ.get(SEED_ENV) else random.SystemRandom().randrange(2**31)
-_rng = random.Random(_seed)
+_rng = _MersenneTwister(_seed)
+
+
+def _draw(getrandbits, uniform, op, args):
+    """One draw from a Mersenne Twister given by its C methods, as random.Random draws: "random"
+    (a float in [0, 1)), "randint" (low, high: both ends included) or "randrange" (n: [0, n)).
+    The grading sandbox draws with this very function from its own stream, so both agree.
+    Uses no global name: nothing a notebook rebinds can change what it returns."""
+    if op == "random":
+        return uniform()
+    if op == "randint":
+        low, n = args[0], args[1] - args[0] + 1
+    else:
+        low, n = 0, args[0]
+    if n <= 0:
+        raise ValueError(f"empty range for a random draw: {op}{tuple(args)}")
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+        r = getrandbits(k)
+    return low + r
+
+
+def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw):
+    """The stream's answer: the grading sandbox's when it answers (it fills the box), else ours."""
+    box: list = []
+    _audit("course.inputs", op, args, box)
+    if box:
+        return box[0]
+    if op == "seed":
+        return _seed
+    return _draw(_local.getrandbits, _local.random, op, args)
 
 
 def seed() -> int:
-    return _seed
+    """The seed of the inputs drawn now (while a notebook is graded: of this test cell)."""
+    return _ask("seed", ())
 
 
 def reseed(new_seed: int) -> None:
     """Draw the same inputs as the run whose failure message named `new_seed`."""
-    global _seed, _rng
-    _seed, _rng = new_seed, random.Random(new_seed)
+    global _seed
+    new_seed = int(new_seed)
+    _ask("reseed", (new_seed,))  # the grading sandbox reseeds its own stream (outside a test) or refuses
+    _seed = new_seed
+    _rng.seed(new_seed)
 
 
 def replay_hint() -> str:
-    return (f"\n  (random inputs, seed {_seed}: run course.inputs.reseed({_seed}) before the tests, "
-            f"or set COURSE_SEED={_seed}, to replay them)")
+    s = seed()
+    return (f"\n  (random inputs, seed {s}: run course.inputs.reseed({s}) before the tests, "
+            f"or set COURSE_SEED={s}, to replay them)")
 
 
 def generator(device: str = "cpu") -> torch.Generator:
     """A torch generator seeded from this run's stream."""
     g = torch.Generator(device=device)
-    g.manual_seed(_rng.randrange(2**63))
+    g.manual_seed(_ask("randrange", (2**63,)))
     return g
 
 
 def randint(low: int, high: int) -> int:
     """An int in [low, high], both ends included."""
-    return _rng.randint(low, high)
+    return _ask("randint", (int(low), int(high)))
 
 
 def choice(options):
-    return _rng.choice(list(options))
+    options = list(options)
+    return options[_ask("randrange", (len(options),))]
 
 
 def shape(ndim: tuple[int, int] = (1, 4), size: tuple[int, int] = (1, 5), allow_zero: bool = False) -> tuple[int, ...]:
     """A random shape; with allow_zero, a dimension is sometimes 0."""
     dims = [randint(*size) for _ in range(randint(*ndim))]
-    if allow_zero and dims and _rng.random() < 0.2:
-        dims[_rng.randrange(len(dims))] = 0
+    if allow_zero and dims and _ask("random", ()) < 0.2:
+        dims[_ask("randrange", (len(dims),))] = 0
     return tuple(dims)
 
 
@@ -68,10 +116,10 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     long_dims = [d for d in range(t.dim()) if t.shape[d] > 1]
     if not long_dims:
         return t
-    if len(long_dims) >= 2 and _rng.random() < 0.5:
+    if len(long_dims) >= 2 and _ask("random", ()) < 0.5:
         a, b = long_dims[0], long_dims[-1]
         return t.transpose(a, b).contiguous().transpose(a, b)
-    d = _rng.choice(long_dims)
+    d = long_dims[_ask("randrange", (len(long_dims),))]
     shape = list(t.shape)
     shape[d] *= 2
     big = torch.zeros(shape, dtype=t.dtype, device=t.device)

@@ -458,3 +458,200 @@ def test_the_same_tampering_fools_plain_nbgrader(course, tmp_path):
         assert gb.find_grade("ex_double_tests", "01_mini", "01_mini", "cheater").score == 2
     points, _ = grade(course, "cheater", nb)
     assert points["ex_double"] == 0
+
+
+# ---------------------------------------------------------------- issue 14: attacks on the tests themselves
+#
+# One chapter of small exercises, graded in one run: each attack is the answer cell of one
+# exercise (a wrong or hard-coded answer plus the cheat), so a whole class of attacks costs
+# one notebook. Every exercise's test is one of three kinds, written as the chapters write
+# theirs: "tri" draws its inputs from course.inputs, "dbl" compares tensors with
+# course.compare through a given helper that loops with builtins, "eq" compares plain values.
+# An exercise whose id starts with "ex_ok" is an honest neighbour and must earn its point.
+
+HIDDEN_MARK = "hidden-test-" + secrets.token_hex(6)  # in every hidden test: must never reach the feedback
+
+ATTACK_HEAD = '''# ---
+# jupyter:
+#   course:
+#     chapter: 02_attacks
+#     title: attacks on the grader's tests
+#     files: []
+# ---
+
+# %%
+import torch
+import numpy as np
+from course import compare, inputs
+
+
+def check_double(fn, name, trials=12):
+    """fn doubles tensors of random shapes (a given helper that leans on builtins, as chapter 01's kit does)."""
+    done = 0
+    for trial in range(trials):
+        x = inputs.randn(inputs.shape((1, 3), (2, 5)), dtype=torch.float64)
+        if not isinstance(x, torch.Tensor) or len(x.shape) < 1:
+            raise AssertionError("the inputs are broken")
+        compare.assert_matches(fn(x), x * 2, f"{name} of a tensor of shape {tuple(x.shape)}")
+        done += 1
+    assert sum([1] * done) == trials and done == len(range(trials)), f"only {done} of {trials} trials ran"
+'''
+
+ATTACK_TESTS = {
+    "tri": '''name = "NAME"  # MARK
+compare.assert_equal(NAME(1), 1, "NAME(1)")
+for trial in range(30):
+    n = inputs.randint(1, 1000)
+    compare.assert_equal(NAME(n), n * (n + 1) // 2, f"NAME({n})")
+assert trial == 29, "the loop did not run"''',
+    "dbl": '''check_double(NAME, "NAME")  # MARK''',
+    "eq": '''name = "NAME"  # MARK
+for k in range(3, 9):
+    compare.assert_equal(NAME(k), list(range(k)), f"NAME({k})")
+assert len(list(range(k))) == 8 and k == 8, "the loop did not run"''',
+}
+HONEST = {"tri": "return n * (n + 1) // 2", "dbl": "return x * 2", "eq": "return list(range(k))"}
+WRONG = {"tri": "return 1", "dbl": "return x * 3", "eq": "return [0]"}
+ARGS = {"tri": "n", "dbl": "x", "eq": "k"}
+
+
+def attack_chapter(exercises: dict[str, str]) -> str:
+    """The text form of a chapter with one exercise per entry {exercise id: test kind}."""
+    parts = [ATTACK_HEAD]
+    for ex, kind in exercises.items():
+        fn = ex.removeprefix("ex_")
+        parts.append(f'''
+# %% solution="{ex}"
+def {fn}({ARGS[kind]}):
+    ### BEGIN SOLUTION
+    {HONEST[kind]}
+    ### END SOLUTION
+
+
+# %% tests="{ex}" points=1
+### BEGIN HIDDEN TESTS
+{ATTACK_TESTS[kind].replace("NAME", fn).replace("MARK", HIDDEN_MARK)}
+### END HIDDEN TESTS
+''')
+    return "".join(parts)
+
+
+# Attacks by class (issue 14's items), each {exercise id: (test kind, answer cell)}. In an answer
+# cell, `WRONG` is replaced by the wrong answer's body, `FN` by the function's name.
+ATTACKS = {
+    7: {
+        # pin the stream from an answer cell: its generator's attributes, its seed, the random module
+        "ex_pin_before": ("tri", '''def FN(n):
+    WRONG
+import random
+from course import inputs
+for how in (lambda: setattr(inputs._rng, "randint", lambda a, b: a),
+            lambda: setattr(inputs._rng, "getrandbits", lambda k: 0),
+            lambda: setattr(inputs._rng, "random", lambda: 0.0),
+            lambda: inputs.reseed(0),
+            lambda: setattr(random.Random, "randint", lambda self, a, b: a)):
+    try:
+        how()
+    except Exception:
+        pass'''),
+        # while the test runs: reseed, at every call, to a seed whose next draw is 1
+        "ex_pin_reseed": ("tri", '''def FN(n):
+    import _random
+    from course import inputs
+    for s in range(100000):
+        r = _random.Random(s)
+        k = 1000 .bit_length()
+        v = r.getrandbits(k)
+        while v >= 1000:
+            v = r.getrandbits(k)
+        if v == 0:
+            inputs.reseed(s)
+            break
+    WRONG'''),
+        # while the test runs: knowing the seed, draw from the shared stream until its next draw is 1
+        "ex_pin_consume": ("tri", '''_mirror = {}
+def FN(n):
+    import _random
+    from course import inputs
+    def draw(r):  # course.inputs's randint(1, 1000), on a mirror of the stream
+        v = r.getrandbits(10)
+        while v >= 1000:
+            v = r.getrandbits(10)
+        return v + 1
+    if "m" not in _mirror:
+        _mirror["m"] = _random.Random(inputs.seed())  # the stream as the test cell starts: tri(1) came first
+    else:
+        draw(_mirror["m"])  # the test's own draw of this n
+    m = _mirror["m"]
+    for _ in range(20000):  # move the stream on until its next draw is 1
+        peek = _random.Random()
+        peek.setstate(m.getstate())
+        if draw(peek) == 1:
+            break
+        draw(m)
+        inputs.randint(1, 1000)
+    WRONG'''),
+        "ex_ok_after_pins": ("tri", "def FN(n):\n    HONEST"),
+    },
+}
+
+
+def attack_notebook(grader, answers: dict[str, str], kinds: dict[str, str]):
+    nb = grader.release_nb
+    for ex, code in answers.items():
+        kind, fn = kinds[ex], ex.removeprefix("ex_")
+        code = code.replace("WRONG", WRONG[kind]).replace("HONEST", HONEST[kind]).replace("FN", fn)
+        nb = answer(nb, ex, code)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def attack_course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("attacks")
+    kinds = {ex: kind for attacks in ATTACKS.values() for ex, (kind, _) in attacks.items()}
+    chapter = make_chapter(root, attack_chapter(kinds), "02_attacks")
+    grader = Grader(chapter, root / "grading", limits=Limits(cell_timeout_s=30, submission_timeout_s=240))
+    (root / "submissions").mkdir()
+    yield grader, root / "submissions", kinds
+    grader.close()
+
+
+def grade_attacks(attack_course, name: str, answers: dict[str, str]):
+    grader, folder, kinds = attack_course
+    nb = attack_notebook(grader, answers, kinds)
+    path = folder / name / "02_attacks.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    result = grader.grade(name, path)
+    return {v.exercise: v.points for v in result.verdicts}, result
+
+
+def assert_no_hidden_source(result):
+    from autograder.feedback import render
+    page = render(result)
+    assert HIDDEN_MARK not in page and "BEGIN HIDDEN" not in page, page
+    for v in result.verdicts:
+        assert "inputs.randint(1, 1000)" not in v.message and "check_double(" not in v.message, v.message
+
+
+@pytest.mark.parametrize("item", sorted(ATTACKS), ids=[f"item{i}" for i in sorted(ATTACKS)])
+def test_attacks_of_one_class_earn_nothing(attack_course, item):
+    """Issue 14: every attack of the class gets what its wrong answer gets (0); the honest
+    neighbours in the same notebook keep their points; the feedback shows no hidden test."""
+    attacks = ATTACKS[item]
+    points, result = grade_attacks(attack_course, f"attacker-{item}", {ex: code for ex, (_, code) in attacks.items()})
+    messages = {v.exercise: v.message for v in result.verdicts}
+    for ex in attacks:
+        if ex.startswith("ex_ok"):
+            assert points[ex] == 1, (ex, messages[ex], result.notes)
+        else:
+            assert points[ex] == 0, (ex, messages[ex], result.notes)
+    assert_no_hidden_source(result)
+
+
+def test_honest_answers_earn_every_attack_exercise(attack_course):
+    grader, _, kinds = attack_course
+    points, result = grade_attacks(attack_course, "honest-attacks", {ex: "def FN(" + ARGS[k] + "):\n    HONEST"
+                                                                     for ex, k in kinds.items()})
+    assert all(p == 1 for p in points.values()), ({v.exercise: v.message for v in result.verdicts if not v.points},
+                                                  result.notes)
