@@ -118,11 +118,19 @@ def _bound_names(source: str) -> set[str]:
             names.add(node.name)
             return
         if isinstance(node, scopes):
+            if not isinstance(node, ast.Lambda):  # a comprehension's := binds in the cell
+                names.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif type(node).__name__ in ("MatchAs", "MatchStar", "MatchMapping"):  # case captures
+            names.update(n for n in (getattr(node, "name", None), getattr(node, "rest", None)) if n)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -216,6 +224,16 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     sys.modules["__main__"] = main_module
     trusted_names: dict[str, object] = {}
     graveyard: list = []
+    # The grader's own namespace: the given and test cells run in it, so their code (and the helpers
+    # they define, whose globals it is) sees the real builtins and the notebook's own names whatever
+    # the student's namespace holds (a module-level `range`, a replaced `__builtins__`). Before each
+    # of those cells it is rebuilt: the real builtins, then the student's names that shadow none of
+    # them, then what the given and test cells bound (theirs win).
+    gns: dict = {}
+    base = dict(builtins.__dict__)  # as the snapshot has them: no student code has run yet
+    base.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__loader__": None,
+                 "__spec__": None, "__builtins__": builtins, "get_ipython": ns["get_ipython"]})
+    dict_clear, dict_update, str_type = dict.clear, dict.update, str
     original_mask = sigmask(signal.SIG_BLOCK, all_signals)
 
     def receive():
@@ -263,6 +281,18 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                     if callable(value) or type(value) is types.ModuleType:  # data names are reused freely
                         rebound.append(name)
         own = _bound_names(source) if kind != "student" else set()
+        if kind != "student":  # the grader's namespace, rebuilt: real builtins < student's names < the notebook's
+            fresh = dict(base)
+            for key, value in list(ns.items()):
+                if type(key) is str_type and key not in base:
+                    fresh[key] = value
+            fresh.update(trusted_names)
+            graveyard.append(list(gns.items()))
+            dict_clear(gns)
+            dict_update(gns, fresh)
+            where = gns
+        else:
+            fresh, where = None, ns
         stdout, stderr = _Capture(capture_limit), _Capture(capture_limit)
         status, ename, evalue, result = "ok", "", "", None
         error = None
@@ -295,9 +325,9 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                     raise compiled
                 body, last = compiled
                 compiled = None
-                execute(body, ns)
+                execute(body, where)
                 if last is not None:
-                    value = evaluate(last, ns)
+                    value = evaluate(last, where)
                     if value is not None:
                         result = to_repr(value)
                         if type(result) is not str:
@@ -328,18 +358,29 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         sensitive, other = restore(graveyard)
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         tampered = []
+        if kind != "student":  # a key that is not a name could run code when the names are looked up: drop it unhashed
+            items = list(gns.items())
+            if not all(type(k) is str_type for k, _ in items):
+                graveyard.append(items)
+                dict_clear(gns)
+                dict_update(gns, {k: v for k, v in items if type(k) is str_type})
+                if kind == "test":
+                    tampered.append("the notebook's namespace (a key that is not a name)")
         if kind == "test":
-            tampered = [where for where in sensitive if critical(module_of(where))]
-            tampered += [f"the notebook's {name!r}" for name, value in trusted_names.items()
-                         if name not in own and ns.get(name, graveyard) is not value]
+            tampered += [where for where in sensitive if critical(module_of(where))]
+            for key, value in list(gns.items()):  # the test's own namespace, changed behind its back
+                if key not in own and fresh.get(key, graveyard) is not value:
+                    tampered.append(f"the notebook's {key!r}")
+            tampered += [f"the notebook's {name!r}" for name in fresh
+                         if name not in own and name not in gns and type(name) is str_type]
             if tampered:
                 status, ename = "error", "GradingIntegrityError"
                 evalue = ("the tests could not be trusted: while they ran, your code replaced "
                           + ", ".join(tampered[:5]) + ("..." if len(tampered) > 5 else "")
                           + ". Changing the grader's tools earns no points.")
         for name in own:  # what a given or test cell binds is the grader's, whatever students rebind later
-            if name in ns:
-                trusted_names[name] = ns[name]
+            if name in gns:
+                trusted_names[name] = ns[name] = gns[name]
         send_text([("index", index), ("nonce", nonce), ("status", status), ("ename", ename),
                    ("evalue", evalue), ("stdout", stdout.text()), ("stderr", stderr.text()),
                    ("dropped", stdout.dropped + stderr.dropped), ("result", result),

@@ -487,14 +487,10 @@ from course import compare, inputs
 
 def check_double(fn, name, trials=12):
     """fn doubles tensors of random shapes (a given helper that leans on builtins, as chapter 01's kit does)."""
-    done = 0
     for trial in range(trials):
         x = inputs.randn(inputs.shape((1, 3), (2, 5)), dtype=torch.float64)
-        if not isinstance(x, torch.Tensor) or len(x.shape) < 1:
-            raise AssertionError("the inputs are broken")
-        compare.assert_matches(fn(x), x * 2, f"{name} of a tensor of shape {tuple(x.shape)}")
-        done += 1
-    assert sum([1] * done) == trials and done == len(range(trials)), f"only {done} of {trials} trials ran"
+        if isinstance(x, torch.Tensor) and len(x.shape) >= 1:
+            compare.assert_matches(fn(x), x * 2, f"{name} of a tensor of shape {tuple(x.shape)}")
 '''
 
 ATTACK_TESTS = {
@@ -502,13 +498,11 @@ ATTACK_TESTS = {
 compare.assert_equal(NAME(1), 1, "NAME(1)")
 for trial in range(30):
     n = inputs.randint(1, 1000)
-    compare.assert_equal(NAME(n), n * (n + 1) // 2, f"NAME({n})")
-assert trial == 29, "the loop did not run"''',
+    compare.assert_equal(NAME(n), n * (n + 1) // 2, f"NAME({n})")''',
     "dbl": '''check_double(NAME, "NAME")  # MARK''',
     "eq": '''name = "NAME"  # MARK
 for k in range(3, 9):
-    compare.assert_equal(NAME(k), list(range(k)), f"NAME({k})")
-assert len(list(range(k))) == 8 and k == 8, "the loop did not run"''',
+    compare.assert_equal(NAME(k), list(range(k)), f"NAME({k})")''',
 }
 HONEST = {"tri": "return n * (n + 1) // 2", "dbl": "return x * 2", "eq": "return list(range(k))"}
 WRONG = {"tri": "return 1", "dbl": "return x * 3", "eq": "return [0]"}
@@ -592,6 +586,24 @@ def FN(n):
         inputs.randint(1, 1000)
     WRONG'''),
         "ex_ok_after_pins": ("tri", "def FN(n):\n    HONEST"),
+    },
+    5: {
+        # a student's name for a builtin, seen by the test cell's own loop and by the given helper's
+        "ex_range_in_test": ("eq", "def FN(k):\n    WRONG\nrange = lambda *a: ()"),
+        "ex_range_in_helper": ("dbl", "def FN(x):\n    WRONG\nrange = lambda *a: ()"),
+        # ... one that makes the expected value what the wrong answer gives
+        "ex_shadow_list": ("eq", "def FN(k):\n    WRONG\nlist = lambda *a: [0]"),
+        "ex_shadow_isinstance": ("dbl", "def FN(x):\n    WRONG\nisinstance = lambda *a: False"),
+        # a replaced __builtins__ for the cells run in the notebook's namespace
+        "ex_builtins_dict": ("tri", "def FN(n):\n    WRONG\nimport builtins as _b\n"
+                                    "__builtins__ = dict(vars(_b), range=lambda *a: ())"),
+        # the notebook's own names: a given helper and the tests' tools, rebound
+        "ex_helper_name": ("dbl", "def FN(x):\n    WRONG\ncheck_double = lambda *a, **k: None\n"
+                                  "class Quiet:\n    def __getattr__(self, name):\n        return lambda *a, **k: None\n"
+                                  "compare = Quiet()"),
+        # honest neighbours: one that shadows builtins for its own use (`from numpy import *`), as students do
+        "ex_ok_numpy_star": ("tri", "from numpy import *\ndef FN(n):\n    return int(sum(arange(n + 1)))"),
+        "ex_ok_after_shadows": ("dbl", "def FN(x):\n    HONEST"),
     },
 }
 
