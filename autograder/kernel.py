@@ -234,6 +234,10 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     base.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__loader__": None,
                  "__spec__": None, "__builtins__": builtins, "get_ipython": ns["get_ipython"]})
     dict_clear, dict_update, str_type = dict.clear, dict.update, str
+
+    def interpreters(name: str) -> bool:
+        """A name Python itself keeps in a module's namespace (__warningregistry__, __annotations__)."""
+        return name.startswith("__") and name.endswith("__") and name != "__builtins__"
     original_mask = sigmask(signal.SIG_BLOCK, all_signals)
 
     def receive():
@@ -369,10 +373,10 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         if kind == "test":
             tampered += [where for where in sensitive if critical(module_of(where))]
             for key, value in list(gns.items()):  # the test's own namespace, changed behind its back
-                if key not in own and fresh.get(key, graveyard) is not value:
+                if key not in own and fresh.get(key, graveyard) is not value and not interpreters(key):
                     tampered.append(f"the notebook's {key!r}")
             tampered += [f"the notebook's {name!r}" for name in fresh
-                         if name not in own and name not in gns and type(name) is str_type]
+                         if name not in own and name not in gns and not interpreters(name)]
             if tampered:
                 status, ename = "error", "GradingIntegrityError"
                 evalue = ("the tests could not be trusted: while they ran, your code replaced "

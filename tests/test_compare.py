@@ -105,3 +105,51 @@ def test_reseed_replays_the_same_inputs():
     again = inputs.randn(5), inputs.shape()
     assert torch.equal(first[0], again[0]) and first[1] == again[1]
     assert "reseed(99)" in inputs.replay_hint()
+
+
+def test_values_are_compared_as_plain_values_made_by_the_helper():
+    """Issue 14, item 4: a result that says yes to every comparison is compared by its value."""
+    class Yes(int):
+        __eq__ = lambda self, other: True  # noqa: E731
+        __ne__ = lambda self, other: False  # noqa: E731
+        __hash__ = int.__hash__
+
+    class Always:
+        __eq__ = lambda self, other: True  # noqa: E731
+        __ne__ = lambda self, other: False  # noqa: E731
+
+    with pytest.raises(AssertionError, match="got a subclass of int"):
+        compare.assert_equal(Yes(5), 3, "n")
+    with pytest.raises(AssertionError, match="got an? Always"):
+        compare.assert_equal(Always(), [1, 2], "xs")
+    compare.assert_equal(Yes(3), 3, "an int subclass with the right value")
+    compare.assert_equal([torch.tensor(1), 2], [1, 2], "tensors as numbers")
+    compare.assert_equal(torch.Size([2, 3]), (2, 3), "torch.Size is a tuple")
+    compare.assert_equal(torch.tensor(0.1), 0.1, "a float32 number against a float, as torch's == compares")
+    marker = object()
+    compare.assert_equal(marker, marker, "an object is equal to itself")
+
+
+def test_tensor_subclasses_and_modes_cannot_answer_for_torch():
+    """Issue 14, item 3: __torch_function__ and torch's modes do not reach the comparison."""
+    from torch.overrides import TorchFunctionMode
+
+    class Agree(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return True
+
+    class Yes(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return True
+
+    with pytest.raises(AssertionError, match="values differ"):
+        compare.assert_matches(torch.zeros(3).as_subclass(Agree), torch.ones(3), "a subclass")
+    compare.assert_matches(torch.ones(3).as_subclass(Agree), torch.ones(3), "a subclass with the right values")
+    zeros, ones = torch.zeros(3), torch.ones(3)
+    with Yes():
+        with pytest.raises(AssertionError, match="torch function mode"):
+            compare.assert_matches(zeros, ones, "under a mode")
+        with pytest.raises(AssertionError, match="torch function mode"):
+            compare.assert_equal(3, 4, "under a mode")
+    compare.assert_matches(torch.nn.Parameter(torch.ones(2)), torch.ones(2), "a Parameter is a tensor")

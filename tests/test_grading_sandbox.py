@@ -605,6 +605,32 @@ def FN(n):
         "ex_ok_numpy_star": ("tri", "from numpy import *\ndef FN(n):\n    return int(sum(arange(n + 1)))"),
         "ex_ok_after_shadows": ("dbl", "def FN(x):\n    HONEST"),
     },
+    4: {
+        # values that say yes to every comparison: an int subclass, a list subclass, an object of its own
+        "ex_yes_int": ("tri", "class Yes(int):\n    __eq__ = lambda self, other: True\n"
+                              "    __ne__ = lambda self, other: False\n    __hash__ = int.__hash__\n"
+                              "def FN(n):\n    return Yes(1)"),
+        "ex_yes_list": ("eq", "class Yes(list):\n    __eq__ = lambda self, other: True\n"
+                              "    __ne__ = lambda self, other: False\ndef FN(k):\n    return Yes()"),
+        "ex_yes_object": ("eq", "class Yes:\n    __eq__ = lambda self, other: True\n"
+                                "    __ne__ = lambda self, other: False\ndef FN(k):\n    return Yes()"),
+        # an object that claims to be a torch.Tensor (isinstance believes its __class__)
+        "ex_fake_tensor": ("dbl", "import torch\nclass Fake:\n    __class__ = property(lambda self: torch.Tensor)\n"
+                                  "    def __init__(self, x):\n        self.x = x\n"
+                                  "    def __getattr__(self, name):\n        return getattr(self.x * 2, name)\n"
+                                  "    __eq__ = lambda self, other: True\n    __ne__ = lambda self, other: False\n"
+                                  "def FN(x):\n    return Fake(x)"),
+        # a framework tensor whose to_torch() hands over an int subclass's tensor-less lie
+        "ex_fake_to_torch": ("dbl", "class Mine:\n    def __init__(self, x):\n        self.x = x\n"
+                                    "    def to_torch(self):\n        return self\n"
+                                    "    shape = property(lambda self: self.x.shape)\n"
+                                    "    dtype = property(lambda self: self.x.dtype)\n"
+                                    "    device = property(lambda self: self.x.device)\n"
+                                    "def FN(x):\n    return Mine(x * 3)"),
+        # honest neighbours: numpy's ints where torch gives ints, a tuple subclass torch itself uses
+        "ex_ok_numpy_int": ("tri", "import numpy as np\ndef FN(n):\n    return np.int64(n) * (n + 1) // 2"),
+        "ex_ok_numpy_list": ("eq", "import numpy as np\ndef FN(k):\n    return list(np.arange(k))"),
+    },
 }
 
 
