@@ -138,6 +138,66 @@ def _bound_names(source: str) -> set[str]:
     return names
 
 
+def _torch_quiet():
+    """(enter, check, set_aside) for torch's extension points around a test cell: enter() switches
+    off __torch_function__ (subclasses and modes alike) and returns what leaves it; check() names a
+    mode left on a stack (function, dispatch or torch's own dispatch slots; torch's default-device
+    mode aside) or the switch turned back on, or returns "" when torch is as the tests need it;
+    set_aside() takes every mode off both stacks and returns a function that puts them back (modes
+    an answer cell entered stay the student's, outside the tests). No-ops without torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return (lambda: None), (lambda: ""), (lambda: (lambda: None))
+    C = torch._C
+    disable = C.DisableTorchFunction
+    slots = [getattr(C._TorchDispatchModeKey, k) for k in ("FAKE", "PROXY", "FUNCTIONAL")
+             if hasattr(getattr(C, "_TorchDispatchModeKey", None), k)]
+    get_slot = getattr(C, "_get_dispatch_mode", None)
+    all_disabled = getattr(C, "_is_torch_function_all_disabled", None)
+    name_of = type.__dict__["__name__"].__get__
+    try:
+        from torch.utils._device import DeviceContext as default_device
+    except ImportError:
+        default_device = None
+
+    def pop_dispatch():
+        try:
+            return C._pop_torch_dispatch_stack(None)  # None: the user stack, not torch's own mode slots
+        except TypeError:  # older torch: no argument
+            return C._pop_torch_dispatch_stack()
+
+    def set_aside():
+        functions = [C._pop_torch_function_stack() for _ in range(C._len_torch_function_stack())]
+        dispatches = [pop_dispatch() for _ in range(C._len_torch_dispatch_stack())]
+
+        def put_back():
+            for mode in reversed(functions):
+                C._push_on_torch_function_stack(mode)
+            for mode in reversed(dispatches):
+                C._push_on_torch_dispatch_stack(mode)
+        return put_back
+
+    def enter():
+        context = disable()
+        context.__enter__()
+        return context
+
+    def check() -> str:
+        for i in range(C._len_torch_function_stack()):
+            kind = type(C._get_function_stack_at(i))
+            if kind is not default_device:
+                return f"torch's function mode stack (a {str.__str__(name_of(kind))})"
+        if C._len_torch_dispatch_stack():
+            return f"torch's dispatch mode stack (a {str.__str__(name_of(type(C._get_dispatch_stack_at(0))))})"
+        if get_slot is not None and any(get_slot(k) is not None for k in slots):
+            return "torch's dispatch modes"
+        if all_disabled is not None and not all_disabled():
+            return "torch's __torch_function__ switch"
+        return ""
+
+    return enter, check, set_aside
+
+
 def _make_get_ipython(ns: dict):
     """Magics in student cells (`%timeit`) need an IPython shell; one is made on demand.
     The kernel never runs cells through it, so hooks registered on it have no effect."""
@@ -207,6 +267,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     from autograder.integrity import critical
     restore, module_of, execute, evaluate, to_repr = snapshot.restore, snapshot.module_of, exec, eval, repr
     split = _split_last_expression
+    torch_quiet, torch_check, torch_set_aside = _torch_quiet()
     capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
     set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids)
     reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
@@ -300,6 +361,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         stdout, stderr = _Capture(capture_limit), _Capture(capture_limit)
         status, ename, evalue, result = "ok", "", "", None
         error = None
+        torch_left = ""
         del blocked[:]
         filename = f"<cell {index}>"
         compiled = None
@@ -329,13 +391,25 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                     raise compiled
                 body, last = compiled
                 compiled = None
-                execute(body, where)
-                if last is not None:
-                    value = evaluate(last, where)
-                    if value is not None:
-                        result = to_repr(value)
-                        if type(result) is not str:
-                            result = "<repr did not return a str>"
+                quiet = put_back = None
+                if kind == "test":  # no __torch_function__ while tests run, and no mode an answer cell entered
+                    put_back = torch_set_aside()
+                    quiet = torch_quiet()
+                try:
+                    execute(body, where)
+                    if last is not None:
+                        value = evaluate(last, where)
+                        if value is not None:
+                            result = to_repr(value)
+                            if type(result) is not str:
+                                result = "<repr did not return a str>"
+                finally:
+                    if quiet is not None:
+                        torch_left = torch_check()  # a mode the student's code left on, or the switch back on
+                        quiet.__exit__(None, None, None)
+                        graveyard.append(torch_set_aside)  # what the test left on is dropped after the cell
+                        graveyard.append(torch_set_aside())
+                        put_back()
             except BaseException as e:  # SystemExit and KeyboardInterrupt too: a cell cannot end the run
                 error = e
                 status = "error"
@@ -371,6 +445,8 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                 if kind == "test":
                     tampered.append("the notebook's namespace (a key that is not a name)")
         if kind == "test":
+            if torch_left:
+                tampered.append(torch_left)
             tampered += [where for where in sensitive if critical(module_of(where))]
             for key, value in list(gns.items()):  # the test's own namespace, changed behind its back
                 if key not in own and fresh.get(key, graveyard) is not value and not interpreters(key):

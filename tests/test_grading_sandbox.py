@@ -504,9 +504,30 @@ for trial in range(30):
 for k in range(3, 9):
     compare.assert_equal(NAME(k), list(range(k)), f"NAME({k})")''',
 }
-HONEST = {"tri": "return n * (n + 1) // 2", "dbl": "return x * 2", "eq": "return list(range(k))"}
-WRONG = {"tri": "return 1", "dbl": "return x * 3", "eq": "return [0]"}
-ARGS = {"tri": "n", "dbl": "x", "eq": "k"}
+ATTACK_TESTS["raw"] = '''for trial in range(8):  # MARK (a test that uses torch itself, not course.compare)
+    x = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(NAME(x), x * 2)
+    assert torch.allclose(NAME(x), x * 2) and bool((NAME(x) == x * 2).all()), "NAME(x) should be x * 2"'''
+HONEST = {"tri": "return n * (n + 1) // 2", "dbl": "return x * 2", "eq": "return list(range(k))", "raw": "return x * 2"}
+WRONG = {"tri": "return 1", "dbl": "return x * 3", "eq": "return [0]", "raw": "return x * 3"}
+ARGS = {"tri": "n", "dbl": "x", "eq": "k", "raw": "x"}
+AGREE = '''import torch
+from torch.overrides import TorchFunctionMode
+SAYS_YES = ("isclose", "allclose", "equal", "eq", "__eq__", "all")
+class Agree(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if getattr(func, "__name__", "") in SAYS_YES:
+            return torch.ones_like(out, dtype=torch.bool) if isinstance(out, torch.Tensor) else True
+        return out
+class Yes(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") in SAYS_YES:
+            return torch.ones_like(out, dtype=torch.bool) if isinstance(out, torch.Tensor) else True
+        return out
+'''
 
 
 def attack_chapter(exercises: dict[str, str]) -> str:
@@ -630,6 +651,29 @@ def FN(n):
         # honest neighbours: numpy's ints where torch gives ints, a tuple subclass torch itself uses
         "ex_ok_numpy_int": ("tri", "import numpy as np\ndef FN(n):\n    return np.int64(n) * (n + 1) // 2"),
         "ex_ok_numpy_list": ("eq", "import numpy as np\ndef FN(k):\n    return list(np.arange(k))"),
+    },
+    3: {
+        # a tensor subclass whose __torch_function__ makes every comparison say yes
+        "ex_subclass_compare": ("dbl", AGREE + "def FN(x):\n    return (x * 3).as_subclass(Agree)"),
+        "ex_subclass_raw": ("raw", AGREE + "def FN(x):\n    return (x * 3).as_subclass(Agree)"),
+        # a TorchFunctionMode entered in the answer cell and never left, or entered by the answer
+        "ex_mode_answer_cell": ("dbl", AGREE + "Yes().__enter__()\ndef FN(x):\n    WRONG"),
+        "ex_mode_in_test": ("raw", AGREE + "def FN(x):\n    Yes().__enter__()\n    WRONG"),
+        # ... with torch's __torch_function__ switched back on first
+        "ex_mode_reenabled": ("raw", AGREE + "def FN(x):\n    torch._C._EnableTorchFunction().__enter__()\n"
+                                             "    Yes().__enter__()\n    WRONG"),
+        # a TorchDispatchMode that makes aten's comparisons say yes
+        "ex_dispatch_mode": ("dbl", AGREE + "from torch.utils._python_dispatch import TorchDispatchMode\n"
+                                            "class YesD(TorchDispatchMode):\n"
+                                            "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+                                            "        out = func(*args, **(kwargs or {}))\n"
+                                            "        if any(w in str(func) for w in ('isclose', 'eq', 'all')):\n"
+                                            "            return torch.ones_like(out, dtype=torch.bool)\n"
+                                            "        return out\n"
+                                            "def FN(x):\n    YesD().__enter__()\n    WRONG"),
+        # honest neighbours: a Parameter is a tensor; torch's own default-device mode is no cheat
+        "ex_ok_parameter": ("dbl", "import torch\ndef FN(x):\n    return torch.nn.Parameter(x * 2)"),
+        "ex_ok_default_device": ("raw", "import torch\ntorch.set_default_device('cpu')\ndef FN(x):\n    HONEST"),
     },
 }
 
