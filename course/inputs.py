@@ -54,6 +54,8 @@ def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw):
         return box[0]
     if op == "seed":
         return _seed
+    if op == "reseed":
+        return None  # outside grading: reseed() reseeds this module's own stream
     return _draw(_local.getrandbits, _local.random, op, args)
 
 

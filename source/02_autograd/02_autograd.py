@@ -2737,7 +2737,8 @@ SMOOTH = {
     "(a @ b).tanh() / 2": (lambda a, b: (a @ b.mT).tanh() / 2, 2),
     "(a.sigmoid() + b ** 2).mean(-1)": (lambda a, b: (a.sigmoid() + b ** 2).mean(-1), 2),
     "((a * a + 1).log() - b).sum()": (lambda a, b: ((a * a + 1).log() - b).sum(), 2),
-    "(a.transpose(0, 1)[1:] * 3).sqrt()": (lambda a: (a.abs() + 1).transpose(0, 1)[1:].sqrt() * 3, 1),
+    # smooth everywhere: a kink (abs at 0) within eps of an input breaks any finite difference
+    "(a * a + 1).transpose(0, 1)[1:].sqrt() * 3": (lambda a: (a * a + 1).transpose(0, 1)[1:].sqrt() * 3, 1),
 }
 for text, (f, arity) in SMOOTH.items():
     for _ in range(3):
