@@ -37,6 +37,10 @@ def add_grade_parser(sub) -> None:
     g.add_argument("--cell-timeout", type=float, help="seconds one cell may run (default 120)")
     g.add_argument("--timeout", type=float, help="seconds one notebook may run (default 600)")
     g.add_argument("--memory", type=float, help="GiB of address space per kernel (default 4)")
+    g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="grade on this Dask cluster's workers instead of local processes (docs/grading.md)")
+    g.add_argument("--resume", action="store_true",
+                   help="keep the results an earlier, interrupted run recorded in OUT/.resume/; grade only the rest")
     g.add_argument("--repo", default=str(REPO))
     g.set_defaults(func=run)
 
@@ -88,7 +92,7 @@ def run(args) -> int:
     from autograder import feedback, gradebook
     from autograder.sandbox import Limits, SandboxError, bwrap
     from autograder.submissions import IntakeError, collect, unpack
-    from autograder.workers import grade_all
+    from autograder.distributed import ClusterError, grade_class
 
     repo = Path(args.repo).resolve()
     chapter = find(repo / "source", args.chapter)
@@ -101,7 +105,8 @@ def run(args) -> int:
             print(f"autograder grade: {e} Nothing was graded.", file=sys.stderr)
             return 2
     try:
-        bwrap()
+        if not args.scheduler:  # on a cluster, each worker checks its own (autograder/distributed.py)
+            bwrap()
     except SandboxError as e:
         print(f"autograder grade: {e}", file=sys.stderr)
         return 2
@@ -136,8 +141,9 @@ def run(args) -> int:
             return 2
         folders = {s.student: s.folder for s in submissions}
         workers = max(1, min(args.workers, len(submissions)))
-        print(f"grading {len(submissions)} submissions of {chapter.id} with {workers} worker(s), sandboxed ...",
-              flush=True)
+        print(f"grading {len(submissions)} submissions of {chapter.id} "
+              + (f"on the Dask cluster at {args.scheduler}" if args.scheduler else f"with {workers} worker(s)")
+              + ", sandboxed ...", flush=True)
 
         def progress(result, done, total):
             note = f"  ({_shown('; '.join(result.notes)[:100])})" if result.notes else ""
@@ -145,8 +151,14 @@ def run(args) -> int:
                   f"{result.score:g}/{result.max_score:g}{note}", flush=True)
 
         try:
-            results, worker_rss = grade_all(chapter, submissions, workers, limits, progress)
-        except SandboxError as e:
+            results, worker_rss = grade_class(args, chapter, submissions, workers, limits, progress, out)
+            workers = len(worker_rss) if args.scheduler else workers
+        except KeyboardInterrupt:
+            print(f"\nautograder grade: interrupted; nothing but the results graded so far was written "
+                  f"({out / '.resume' / chapter.id}/): run the same command with --resume to grade only the rest",
+                  file=sys.stderr)
+            return 130
+        except (SandboxError, ClusterError) as e:
             print(f"autograder grade: {e}", file=sys.stderr)
             return 2
     for r in results:

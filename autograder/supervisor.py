@@ -35,6 +35,8 @@ import struct
 import sys
 import time
 
+from autograder import kernel_cache
+
 MAX_MESSAGE = 8 * 1024 * 1024
 
 
@@ -384,7 +386,9 @@ def grade(job: dict, snapshot) -> dict:
         position += 1
     _kill_all(uid, kernel)
     peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    shareable = kernel_cache.collect(job)  # compiled kernels to share, asked for by the student's kernel
     _clean([job["workdir"], "/tmp", "/dev/shm"])
+    kernel_cache.share(shareable, uid)  # built again by trusted code, now that nothing of the student's is left
     return {"cells": [results.get(c["index"], {"status": "not run"}) | {"index": c["index"]} for c in cells],
             "notes": notes, "restarts": restarts, "seconds": round(time.monotonic() - started, 3),
             "kernel_peak_rss_kb": peak_kb}
@@ -394,7 +398,9 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints must not land in the protocol
     preload = json.loads(os.environ.get("COURSE_PRELOAD", "[]"))
+    kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
     failed = _warm(preload)
+    kernel_cache.after_warmup()
     from autograder.integrity import Snapshot
     import importlib.util
     roots = {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}

@@ -7,6 +7,16 @@ with --quick) is graded twice in this run:
             --student S` once per student, as an instructor without this tool would
 The record says whether both gave every student the same points on every exercise,
 seconds per submission, and peak memory per worker and per sandboxed kernel.
+
+Then the cost of every chapter and of grading on Dask (issue 19):
+  chapter NN  a class of right, wrong and blank notebooks (6, or 2 with --quick) graded
+              locally with 2 workers: seconds per submission per worker (each result's
+              own grading time, the figure a capacity plan multiplies), against the
+              class's wall time per submission; peak memory per worker and per kernel
+  dask        the same chapter-00 class (12, or 4) graded on a Dask cluster on this
+              machine (`dask scheduler` and two `dask worker --nthreads 1` processes,
+              started before the clock), against the local pool; the scheduler's
+              overhead per task (the round trip of an empty task) and the same scores
 """
 from __future__ import annotations
 
@@ -36,20 +46,20 @@ def available() -> str | None:
     return None
 
 
-def _mutants() -> dict[str, list[str]]:
-    spec = importlib.util.spec_from_file_location("mutants", REPO / "tests" / "mutants" / f"{CHAPTER}.py")
+def _mutants(chapter: str = CHAPTER) -> dict[str, list[str]]:
+    spec = importlib.util.spec_from_file_location("mutants", REPO / "tests" / "mutants" / f"{chapter}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {ex: list(cases.values()) for ex, cases in module.MUTANTS.items()}
 
 
-def make_class(folder: Path, size: int) -> list[str]:
+def make_class(folder: Path, size: int, chapter: str = CHAPTER) -> list[str]:
     """Right, wrong (one typical mistake, from tests/mutants) and blank notebooks, in turn."""
-    source = nbformat.read(REPO / "source" / CHAPTER / f"{CHAPTER}.ipynb", 4)
-    release = nbformat.read(REPO / "release" / CHAPTER / f"{CHAPTER}.ipynb", 4)
+    source = nbformat.read(REPO / "source" / chapter / f"{chapter}.ipynb", 4)
+    release = nbformat.read(REPO / "release" / chapter / f"{chapter}.ipynb", 4)
     answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
                if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"}
-    mutants = [(ex, code) for ex, codes in sorted(_mutants().items()) for code in codes]
+    mutants = [(ex, code) for ex, codes in sorted(_mutants(chapter).items()) for code in codes]
     students = []
     for n in range(size):
         nb = nbformat.from_dict(nbformat.reads(nbformat.writes(release), 4))
@@ -62,15 +72,15 @@ def make_class(folder: Path, size: int) -> list[str]:
                     cell.source = wrong[1].strip("\n") if gid == wrong[0] else answers[gid]
         student = f"student{n:03d}"
         (folder / student).mkdir(parents=True)
-        nbformat.write(nb, folder / student / f"{CHAPTER}.ipynb")
+        nbformat.write(nb, folder / student / f"{chapter}.ipynb")
         students.append(student)
     return students
 
 
-def _ours(class_dir: Path, out: Path) -> tuple[float, dict, dict]:
+def _ours(class_dir: Path, out: Path, chapter: str = CHAPTER, *extra: str) -> tuple[float, dict, dict]:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", CHAPTER, str(class_dir), "--out",
-                           str(out), "--workers", str(WORKERS)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", chapter, str(class_dir), "--out",
+                           str(out), *(extra or ("--workers", str(WORKERS)))], capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError("autograder grade failed:\n" + done.stdout[-3000:] + done.stderr[-3000:])
@@ -126,5 +136,64 @@ def run(quick: bool) -> list[dict]:
              "same_scores": same, **memory}
     if differ:
         extra["differences"] = "; ".join(differ[:5])
-    return [record("grading", f"autograde {size} {CHAPTER} submissions", ours_s,
-                   "nbgrader autograde, one CLI call per student", base_s, **extra)]
+    records = [record("grading", f"autograde {size} {CHAPTER} submissions", ours_s,
+                      "nbgrader autograde, one CLI call per student", base_s, **extra)]
+    records += chapter_costs(quick)
+    records += dask_case(quick)
+    return records
+
+
+def _seconds(out: Path) -> list[float]:
+    import json
+    return [json.loads(p.read_text())["seconds"] for p in sorted((out / "results").glob("*.json"))]
+
+
+def chapter_costs(quick: bool, chapters: list[str] | None = None) -> list[dict]:
+    """Per chapter: seconds per submission per worker and peak memory, graded locally."""
+    from benchmarks.run import record
+    from autograder.chapters import discover
+    size = 2 if quick else 6
+    records = []
+    for chapter in chapters or [c.id for c in discover(REPO / "source")]:
+        if not (REPO / "tests" / "mutants" / f"{chapter}.py").exists():
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"bench-grading-{chapter}-") as tmp:
+            tmp = Path(tmp)
+            make_class(tmp / "class", size, chapter)
+            wall, _, memory = _ours(tmp / "class", tmp / "out", chapter)
+            each = _seconds(tmp / "out")
+        per_worker = sum(each) / len(each)
+        records.append(record("grading", f"chapter {chapter}: {size} submissions, {WORKERS} workers", per_worker,
+                              "the class's wall time per submission (start-up included)", wall / size,
+                              s_per_submission_per_worker=round(per_worker, 2), slowest_s=round(max(each), 2),
+                              wall_s=round(wall, 1), **memory))
+    return records
+
+
+def dask_case(quick: bool) -> list[dict]:
+    """The same chapter-00 class on a Dask cluster of this machine, against the local pool."""
+    from benchmarks.run import record
+    sys.path.insert(0, str(REPO / "tests"))
+    from dask_cluster import DaskCluster
+    size = 4 if quick else 12
+    with tempfile.TemporaryDirectory(prefix="bench-grading-dask-") as tmp:
+        tmp = Path(tmp)
+        make_class(tmp / "class", size)
+        local_s, local, _ = _ours(tmp / "class", tmp / "local")
+        with DaskCluster(tmp / "cluster") as cluster:
+            cluster.start_worker()
+            cluster.start_worker()
+            cluster.wait_for_workers(2)
+            with cluster.client() as client:
+                client.submit(abs, -1, pure=False).result()
+                start = time.perf_counter()
+                for i in range(50):  # one task at a time: what the scheduler adds to each submission
+                    client.submit(abs, -i, pure=False).result()
+                overhead_ms = (time.perf_counter() - start) / 50 * 1000
+            dask_s, dask, memory = _ours(tmp / "class", tmp / "dask", CHAPTER, "--scheduler", cluster.address)
+            warm_s, _, _ = _ours(tmp / "class", tmp / "dask-warm", CHAPTER, "--scheduler", cluster.address)
+    return [record("grading", f"dask: {size} {CHAPTER} submissions, 2 workers", dask_s,
+                   f"the local pool, {WORKERS} workers, same class", local_s, submissions=size,
+                   dask_s_per_submission=round(dask_s / size, 2), local_s_per_submission=round(local_s / size, 2),
+                   warm_rerun_s=round(warm_s, 1), scheduler_overhead_ms_per_task=round(overhead_ms, 1),
+                   same_scores=dask == local, **memory)]

@@ -13,6 +13,7 @@ temporary name and renamed into place, so a process never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -68,6 +69,34 @@ def cache_dir() -> Path:
     fallback = Path(tempfile.gettempdir()) / f"picotorch-cuda-{os.getuid()}"
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
+
+
+def shared_cache_dir() -> Path | None:
+    """$COURSE_CUDA_SHARED_CACHE: builds made by trusted code (the grader's sandbox
+    supervisor, autograder/kernel_cache.py) that this process may read and not
+    write; looked up before `cache_dir()`."""
+    env = os.environ.get("COURSE_CUDA_SHARED_CACHE")
+    return Path(env) if env and os.path.isdir(env) else None
+
+
+def _shared(name: str) -> Path | None:
+    shared = shared_cache_dir()
+    if shared is not None and shared != cache_dir() and (shared / name).is_file():
+        return shared / name
+    return None
+
+
+def _record_request(key: str, source: str, names, options, mode: str) -> None:
+    """Where there is a shared cache, what this build was, for the trusted process that
+    fills it to build again after the submission (it never takes the build itself)."""
+    if shared_cache_dir() is None:
+        return
+    try:
+        (cache_dir() / f"request-{key}.json").write_text(json.dumps(
+            {"source": source, "name_expressions": list(names), "options": [str(o) for o in options],
+             "mode": mode}))
+    except (OSError, TypeError, ValueError):
+        pass
 
 
 @lru_cache(maxsize=None)
@@ -367,6 +396,8 @@ class Build:
 def _runtime_library(cxx: str, version: str, digest: str) -> Path:
     key = _key("runtime", " ".join(_COMMON), version, digest)
     target = cache_dir() / f"libpicotorch-cuda-emu-{key}.so"
+    if _shared(target.name):
+        return _shared(target.name)
 
     def build(tmp: Path) -> None:
         # Without -g: the runtime is ours, not the student's, and builds in half the time.
@@ -383,6 +414,8 @@ def _runtime_library(cxx: str, version: str, digest: str) -> Path:
 def _support_object(cxx: str, version: str, digest: str, mode: str, which: Path) -> Path:
     key = _key("support", which.name, mode, " ".join(_COMMON + SANITIZER_FLAGS[mode]), version, digest)
     target = cache_dir() / f"{which.stem}-{mode}-{key}.o"
+    if _shared(target.name):
+        return _shared(target.name)
 
     def build(tmp: Path) -> None:
         cmd = [cxx, *_COMMON, *SANITIZER_FLAGS[mode], "-c", "-I", str(HERE), str(which)]
@@ -407,9 +440,14 @@ def build(source: str, name_expressions, options=(), mode: str = "count") -> Bui
     mode_flags = COUNT_FLAGS if mode == "count" else SANITIZER_FLAGS[mode]
     key = _key(mode, tu, " ".join(_COMMON + mode_flags + flags), version, digest)
     cache = cache_dir()
+    shared = _shared(f"kernel-{key}.so" if mode == "count" else f"kernel-{mode}-{key}")
+    if shared is None and not (cache / (f"kernel-{key}.so" if mode == "count" else f"kernel-{mode}-{key}")).exists():
+        _record_request(key, source, names, options, mode)
 
     if mode == "count":
         runtime = _runtime_library(cxx, version, digest)
+        if shared is not None:
+            return Build(shared, runtime, mode, names)
         target = cache / f"kernel-{key}.so"
         if not target.exists():
             with work_dir(".build-") as work:
@@ -421,12 +459,14 @@ def build(source: str, name_expressions, options=(), mode: str = "count") -> Bui
                     _compile([cxx, *_COMMON, *COUNT_FLAGS, *flags, "-fPIC", "-c", "-I", str(HERE), str(tu_path)],
                              obj, source, Path(work))
                     # Linked without -fsanitize: no sanitizer library, the runtime's counters instead.
-                    _compile([cxx, *_COMMON, "-shared", str(obj), str(runtime), f"-Wl,-rpath,{cache}"], tmp,
+                    _compile([cxx, *_COMMON, "-shared", str(obj), str(runtime), f"-Wl,-rpath,{runtime.parent}"], tmp,
                              source, Path(work))
 
                 _atomic_build(target, compile_so)
         return Build(target, runtime, mode, names)
 
+    if shared is not None:
+        return Build(shared, None, mode, names)
     target = cache / f"kernel-{mode}-{key}"
     if not target.exists():
         support = [_support_object(cxx, version, digest, mode, RUNTIME),

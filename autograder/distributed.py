@@ -1,0 +1,521 @@
+"""Grading a class on a Dask cluster, and the record that lets a run resume.
+
+    dask scheduler --port 8786                                 on one machine
+    dask worker tcp://HOST:8786 --nthreads 1                   on each grading machine (or core pair)
+    autograder grade CHAPTER SUBMISSIONS --out DIR --scheduler tcp://HOST:8786
+
+The client (the `autograder grade` process) reads the submissions, sends each
+notebook as one task, and alone writes the gradebook, grades.csv, results/ and
+feedback/, exactly as the local run does (autograder/grade_cli.py). Each Dask
+worker holds one warm grader, set up by `GraderPlugin`: the worker's own
+checkout of the course, a throwaway nbgrader course folder and the bubblewrap
+sandbox with torch imported and the reference notebook run once: exactly the
+local grader (autograder/grade.py), with the limits the client asked for.
+
+Before it grades, a worker checks that it can do so as the client would:
+bubblewrap must be there (nothing is ever graded outside the sandbox), and the
+chapter's files (source/ and release/, and the earlier chapters the reference
+package is made of) and the grader's own code must hash to what the client
+computed from its checkout. A worker that fails a check refuses, and says why;
+the client prints that and grades on the others, or stops (exit 2) when no
+worker can grade. A worker that passes advertises a Dask resource named after
+the chapter, its version and the limits; every task needs one unit of it, so a
+task only ever runs on a worker whose grader is warm and matches, one at a time.
+
+A worker that dies in the middle of a submission (killed, out of memory, its
+machine gone) loses nothing: the scheduler gives the task to another worker, and
+the client records each student once, whichever worker finished.
+
+Every result is also written, as it arrives, to OUT/.resume/CHAPTER/STUDENT.json
+(a temporary file renamed into place), keyed by the notebook's content, the
+course version and the limits. A run stopped by Ctrl-C leaves those and no
+half-written file; `--resume` takes the recorded results whose key still
+matches and grades only the rest (new students, changed notebooks). This
+record serves the local pool too.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import resource
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from distributed import WorkerPlugin
+
+from autograder.chapters import REPO, Chapter
+
+PLUGIN = "autograder-grader"
+RESUME = ".resume"
+STATUS_EVERY_S = 3.0
+NO_WORKER_TIMEOUT_S = 120.0
+
+
+# The grader's code as this process first imported it for grading: a warm worker whose files change
+# under it would otherwise grade with old code while its files hash as new.
+_LOADED: dict[str, str] = {}
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot grade this class; the message says why (the CLI exits 2)."""
+
+
+class GraderUnavailable(RuntimeError):
+    """A task reached a worker whose grader is not the one it was sent for."""
+
+
+# -- the course version, computed by the client and by every worker ----------------------------
+
+def _digest_files(h, root: Path, files) -> None:
+    for path in sorted(files):
+        rel = path.relative_to(root).as_posix()
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def _tree(folder: Path):
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            and ".ipynb_checkpoints" not in p.parts and p.suffix not in (".pyc", ".tmp")]
+
+
+def course_version(repo: Path, chapter_id: str) -> dict[str, str]:
+    """{"chapter": sha256 of source/CH, release/CH and the earlier chapters' text forms (the
+    reference package is generated from them), "grader": sha256 of the course and autograder
+    packages' code}. Two checkouts that agree on both grade alike."""
+    repo = Path(repo).resolve()
+    h = hashlib.sha256(chapter_id.encode() + b"\0")
+    earlier = [d / f"{d.name}.py" for d in (repo / "source").iterdir()
+               if d.is_dir() and d.name[:2].isdigit() and d.name < chapter_id and (d / f"{d.name}.py").is_file()]
+    _digest_files(h, repo, _tree(repo / "source" / chapter_id) + _tree(repo / "release" / chapter_id) + earlier)
+    g = hashlib.sha256()
+    for package in ("course", "autograder"):
+        folder = Path(__import__(package).__file__).resolve().parent
+        _digest_files(g, folder.parent, [p for p in _tree(folder) if p.suffix in (".py", ".h", ".cpp", ".cu")])
+    return {"chapter": h.hexdigest(), "grader": g.hexdigest()}
+
+
+def _limits_key(limits) -> str:
+    return hashlib.sha256(json.dumps(asdict(limits), sort_keys=True).encode()).hexdigest()
+
+
+def grader_key(chapter_id: str, version: dict, limits) -> str:
+    """What a worker's grader must match: the chapter, its version and the limits."""
+    text = json.dumps({"chapter": chapter_id, "version": version, "limits": _limits_key(limits)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# -- the record of results, for --resume ----------------------------------------------------------
+
+def _result_to_json(result) -> dict:
+    return asdict(result)
+
+
+def _result_from_json(data: dict):
+    from autograder.grade import Result
+    from course.verdicts import Verdict
+    data = dict(data)
+    data["verdicts"] = [Verdict(**v) for v in data.get("verdicts", [])]
+    return Result(**data)
+
+
+def submission_digest(submission) -> str:
+    """Of what is graded: the notebook's bytes, or the reason there is none."""
+    h = hashlib.sha256(submission.student.encode() + b"\0")
+    if submission.notebook is None:
+        h.update(b"problem\0" + (submission.problem or "").encode())
+    else:
+        try:
+            h.update(b"notebook\0" + Path(submission.notebook).read_bytes())
+        except OSError as e:
+            h.update(b"unreadable\0" + str(e).encode())
+    h.update(b"\0" + (submission.timestamp or "").encode())
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """A temporary file renamed into place, and removed whatever stops the write (Ctrl-C included)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class Journal:
+    """OUT/.resume/CHAPTER/: one file per graded student, written as each result arrives."""
+
+    def __init__(self, out: Path, chapter_id: str, key: str):
+        self.folder = Path(out) / RESUME / chapter_id
+        self.key = key
+        self.digests: dict[str, str] = {}
+
+    def _path(self, student: str) -> Path:
+        return self.folder / f"{student}.json"
+
+    def start(self, submissions, resume: bool) -> dict:
+        """{student: Result} already graded (with --resume), and the record made ready."""
+        self.digests = {s.student: submission_digest(s) for s in submissions}
+        if not resume:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return {}
+        kept = {}
+        for s in submissions:
+            path = self._path(s.student)
+            try:
+                entry = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if entry.get("key") == self.key and entry.get("digest") == self.digests[s.student]:
+                try:
+                    kept[s.student] = _result_from_json(entry["result"])
+                except (KeyError, TypeError):
+                    continue
+        return kept
+
+    def add(self, result) -> None:
+        entry = {"key": self.key, "digest": self.digests.get(result.student), "result": _result_to_json(result)}
+        _write_atomic(self._path(result.student), json.dumps(entry) + "\n")
+
+
+def grade_class(args, chapter: Chapter, submissions, workers: int, limits, progress, out: Path):
+    """What `autograder grade` runs between intake and writing: the local pool, or the cluster
+    at args.scheduler; with args.resume, only the submissions not recorded yet.
+
+    Returns (results in the order of `submissions`, {worker: peak RSS in KiB})."""
+    repo = Path(getattr(args, "repo", None) or REPO).resolve()
+    version = course_version(repo, chapter.id)
+    journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
+    before = journal.start(submissions, resume=getattr(args, "resume", False))
+    todo = [s for s in submissions if s.student not in before]
+    if before:
+        print(f"resuming: {len(before)} graded before, {len(todo)} to grade", flush=True)
+
+    def on_result(result, done, total):
+        journal.add(result)
+        if progress:
+            progress(result, len(before) + done, len(submissions))
+
+    fresh, worker_rss = [], {}
+    if todo and getattr(args, "scheduler", None):
+        fresh, worker_rss = grade_on_cluster(args.scheduler, chapter, todo, limits, on_result, version)
+    elif todo:
+        from autograder.workers import grade_all
+        fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
+    by_student = {**before, **{r.student: r for r in fresh}}
+    return [by_student[s.student] for s in submissions], worker_rss
+
+
+# -- the worker side --------------------------------------------------------------------------------
+
+class GraderPlugin(WorkerPlugin):
+    """A Dask worker plugin holding one warm Grader for one chapter, version and set of limits.
+
+    `setup` returns at once; the grader warms up in a thread (nbgrader, the sandbox, the
+    reference run: 10-20 s) while the worker stays responsive, and only then does the worker
+    advertise the resource the tasks need. A worker that cannot grade as the client would
+    (no bubblewrap, another course version, a sandbox that does not start) never builds a
+    grader and never advertises it; `status()` says why."""
+
+    name = PLUGIN
+
+    def __init__(self, chapter_id: str, version: dict, limits):
+        self.chapter_id = chapter_id
+        self.version = version
+        self.limits = limits
+        self.key = grader_key(chapter_id, version, limits)
+
+    @property
+    def resource(self) -> str:
+        return f"grader-{self.chapter_id}-{self.key}"
+
+    def __getstate__(self):
+        return {"chapter_id": self.chapter_id, "version": self.version, "limits": self.limits, "key": self.key}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    async def setup(self, worker) -> None:
+        self.state, self.reason, self.grader, self.closed = "warming", "", None, False
+        self.lock = threading.Lock()
+        self.workdir = Path(worker.local_directory) / f"grader-{self.key}"
+        self._warming = asyncio.ensure_future(self._warm(worker))
+
+    async def _warm(self, worker) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            reason = await loop.run_in_executor(None, self._build)
+        except BaseException as e:  # noqa: BLE001  (whatever it was, this worker will not grade)
+            reason = f"its grader did not start: {type(e).__name__}: {e}"
+        if self.closed:
+            self._close_grader()
+            return
+        if reason:
+            self.state, self.reason = "refused", reason
+            return
+        await worker.set_resources(**{self.resource: 1})
+        self.state = "ready"
+        # The scheduler looks again at the tasks no worker could run when a worker starts running,
+        # not when its resources change: say so, with a pause that lasts no time at all.
+        from distributed.core import Status
+        if worker.status == Status.running:
+            worker.status = Status.paused
+            worker.status = Status.running
+
+    def _build(self) -> str:
+        """'' once the grader is warm, else why this worker refuses."""
+        from autograder.sandbox import SandboxError, bwrap
+        try:
+            bwrap()
+        except SandboxError as e:
+            return str(e)
+        repo = Path(os.environ.get("AUTOGRADER_REPO") or REPO).resolve()
+        source = repo / "source" / self.chapter_id
+        if not (source / f"{self.chapter_id}.ipynb").is_file():
+            return (f"its course checkout ({repo}) has no built chapter {self.chapter_id}: check out the course "
+                    f"there and run `autograder build`, or point AUTOGRADER_REPO at the checkout")
+        mine = course_version(repo, self.chapter_id)
+        differ = [what for what in ("chapter", "grader") if mine[what] != self.version[what]]
+        if differ:
+            words = {"chapter": f"chapter {self.chapter_id}'s files (source/, release/)",
+                     "grader": "the grader's code (the course and autograder packages)"}
+            return ("a different course version: " + " and ".join(words[w] for w in differ) +
+                    " differ from the client's (" + ", ".join(f"{w} {mine[w][:12]} on this worker, "
+                                                               f"{self.version[w][:12]} on the client"
+                                                               for w in differ) +
+                    "): update this worker's checkout to the client's commit")
+        loaded = _LOADED.setdefault("grader", mine["grader"])  # the code this process is about to import
+        if loaded != mine["grader"]:
+            return ("this worker process imported the grader's code before it changed on disk "
+                    f"(grader {loaded[:12]} loaded, {mine['grader'][:12]} on disk): restart the worker")
+        from autograder.grade import Grader
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir(parents=True)
+        try:
+            self.grader = Grader(Chapter(self.chapter_id, source), self.workdir / "course", limits=self.limits)
+            if self.grader.sandbox.proc is None:  # start it now: a sandbox that cannot run refuses here
+                self.grader.sandbox._start()
+        except SandboxError as e:
+            self._close_grader()
+            return str(e)
+        return ""
+
+    def _close_grader(self) -> None:
+        grader, self.grader = self.grader, None
+        if grader is not None:
+            grader.close()
+            shutil.rmtree(grader.sandbox.staging, ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def teardown(self, worker) -> None:
+        self.closed = True
+        if self.state == "ready":
+            try:
+                await worker.set_resources(**{self.resource: 0})
+            except Exception:  # noqa: BLE001  (the scheduler may be gone already)
+                pass
+        self.state = "closed"
+        if not self._warming.done():
+            return  # _warm closes it when the thread ends
+        with self.lock:
+            self._close_grader()
+
+    def status(self) -> dict:
+        return {"key": self.key, "chapter": self.chapter_id, "state": self.state, "reason": self.reason}
+
+    def _grade(self, payload: dict, path: Path | None):
+        """Exactly what the local pool's worker process does with one submission
+        (autograder/workers.py): this worker process holds one grader, as that one does."""
+        from types import SimpleNamespace
+
+        from autograder import workers
+        workers._grader = self.grader
+        submission = SimpleNamespace(student=payload["student"], notebook=path, timestamp=payload["timestamp"],
+                                     problem=payload["problem"], notes=payload.get("notes"))
+        return workers._grade(submission)[0]
+
+    def grade(self, payload: dict):
+        with self.lock:
+            if self.grader is None:
+                raise GraderUnavailable(f"the grader of this worker is {self.state}")
+            intake = self.workdir / "intake" / secrets.token_hex(8)
+            intake.mkdir(parents=True)
+            try:
+                path = None
+                if payload["data"] is not None:
+                    path = intake / payload["name"]
+                    path.write_bytes(payload["data"])
+                result = self._grade(payload, path)
+            finally:
+                shutil.rmtree(intake, ignore_errors=True)
+        if path is not None and payload["shown_as"]:  # messages name the file as the client knows it
+            here, there = str(path), payload["shown_as"]
+            result.notes = [n.replace(here, there) for n in result.notes]
+            for v in result.verdicts:
+                v.message = v.message.replace(here, there)
+        return result, f"{socket.gethostname()}:{os.getpid()}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _plugin(dask_worker):
+    plugin = dask_worker.plugins.get(PLUGIN)
+    return plugin if isinstance(plugin, GraderPlugin) and hasattr(plugin, "state") else None
+
+
+def worker_status(dask_worker) -> dict:
+    """Run on each worker by the client (Client.run): its grader's state, and its pid."""
+    plugin = _plugin(dask_worker)
+    status = plugin.status() if plugin else {"key": None, "state": "none", "reason": ""}
+    return {**status, "pid": os.getpid()}
+
+
+def grade_task(key: str, payload: dict):
+    """One submission, on whichever worker the scheduler chose (it holds the resource)."""
+    from distributed import get_worker
+    plugin = _plugin(get_worker())
+    if plugin is None or plugin.key != key:
+        raise GraderUnavailable("this worker's grader was replaced by another run's (a different chapter, "
+                                "version or limits) while the task waited")
+    return plugin.grade(payload)
+
+
+# -- the client side ----------------------------------------------------------------------------------
+
+def _payload(submission, notebook_name: str) -> dict:
+    data, problem = None, submission.problem
+    if submission.notebook is not None:
+        try:
+            data = Path(submission.notebook).read_bytes()
+        except OSError as e:
+            problem = f"{submission.notebook} cannot be read ({e.strerror or e})"
+    return {"student": submission.student, "name": notebook_name, "data": data, "problem": problem,
+            "timestamp": submission.timestamp, "notes": list(getattr(submission, "notes", None) or []),
+            "shown_as": str(submission.notebook) if submission.notebook is not None else None}
+
+
+def connect(address: str, timeout: float = 20.0):
+    """A Dask client of the scheduler at `address`, or a ClusterError saying why not."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ClusterError("--scheduler needs the `distributed` package (pip install distributed)") from None
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    if host and port.isdigit():  # nothing listening: say so now, not after the client's retries
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        except OSError as e:
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} ({e.strerror or e}). Start it with "
+                               f"`dask scheduler --port {port}` and workers with `dask worker {address} "
+                               "--nthreads 1`.") from None
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as e:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} ({e}). Start it with "
+                           f"`dask scheduler --port PORT` and workers with `dask worker {address} "
+                           "--nthreads 1`.") from None
+
+
+def _statuses(client) -> dict[str, dict]:
+    replies = client.run(worker_status, on_error="return")
+    return {w: s for w, s in replies.items() if isinstance(s, dict)}
+
+
+def ensure_graders(client, plugin: GraderPlugin) -> None:
+    """Register the plugin, unless every worker already holds this very grader (a warm rerun)."""
+    statuses = _statuses(client)
+    registered = client.run_on_scheduler(lambda dask_scheduler: PLUGIN in dask_scheduler.worker_plugins)
+    if registered and statuses and all(s.get("key") == plugin.key and s["state"] in ("ready", "warming")
+                                       for s in statuses.values()):
+        return
+    client.register_plugin(plugin, name=PLUGIN)
+
+
+def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_result=None, version=None,
+                     repo: Path = REPO, log=None):
+    """Grade `submissions` on the Dask cluster at `address`; `on_result(result, done, total)` as each lands.
+
+    Returns (results in the order of `submissions`, {worker address: peak RSS in KiB}). Raises
+    ClusterError when no worker can grade, or when some submissions could not be graded after
+    their workers died repeatedly (the others are passed to on_result all the same)."""
+    from autograder.sandbox import Limits
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    limits = limits or Limits()
+    version = version or course_version(repo, chapter.id)
+    plugin = GraderPlugin(chapter.id, version, limits)
+    client = connect(address)
+    futures = {}
+    try:
+        ensure_graders(client, plugin)
+        token = secrets.token_hex(4)
+        for s in submissions:
+            future = client.submit(grade_task, plugin.key, _payload(s, chapter.notebook.name),
+                                   key=f"grade-{chapter.id}-{s.student}-{token}", pure=False,
+                                   resources={plugin.resource: 1})
+            futures[future.key] = (future, s)
+        results, worker_rss, failed = {}, {}, {}
+        told: dict[str, str] = {}
+        started = last_poll = time.monotonic()
+        ever_ready = False
+        ac = as_completed([f for f, _ in futures.values()], loop=client.loop)
+        while not ac.is_empty():
+            batch = ac.next_batch(block=False)
+            for future in batch:
+                _, submission = futures[future.key]
+                if future.status == "finished":
+                    result, pid, rss = future.result()
+                    if result.student in results:
+                        continue  # never twice, whatever the scheduler did
+                    worker_rss[pid] = max(worker_rss.get(pid, 0), rss)
+                    results[result.student] = result
+                    if on_result:
+                        on_result(result, len(results), len(submissions))
+                else:
+                    try:
+                        error = future.exception()
+                    except FutureCancelledError:
+                        error = "cancelled"
+                    failed[submission.student] = f"{type(error).__name__}: {error}"
+            if batch:
+                continue
+            time.sleep(0.1)
+            if time.monotonic() - last_poll < STATUS_EVERY_S:
+                continue
+            last_poll = time.monotonic()
+            statuses = _statuses(client)
+            for worker, s in statuses.items():
+                if s["state"] == "refused" and told.get(worker) != s["reason"]:
+                    told[worker] = s["reason"]
+                    log(f"warning: the worker at {worker} refuses to grade {chapter.id}: {s['reason']}")
+            mine = [s for s in statuses.values() if s.get("key") == plugin.key]
+            ever_ready = ever_ready or any(s["state"] == "ready" for s in mine)
+            if statuses and mine and all(s["state"] == "refused" for s in mine) and len(mine) == len(statuses):
+                reasons = "; ".join(f"{w}: {s['reason']}" for w, s in sorted(statuses.items()))
+                raise ClusterError(f"no worker of the cluster at {address} can grade {chapter.id}: {reasons}")
+            if not statuses and time.monotonic() - started > NO_WORKER_TIMEOUT_S and not ever_ready:
+                raise ClusterError(f"the Dask cluster at {address} has had no worker for "
+                                   f"{NO_WORKER_TIMEOUT_S:g} s: start some with `dask worker {address} --nthreads 1`")
+        if failed:
+            names = ", ".join(f"{student} ({why[:200]})" for student, why in sorted(failed.items()))
+            raise ClusterError(f"{len(failed)} of {len(submissions)} submissions could not be graded: {names}. "
+                               "The others are recorded: run the same command with --resume to grade only these.")
+        return [results[s.student] for s in submissions], worker_rss
+    finally:
+        for future, _ in futures.values():
+            future.release()
+        client.close()

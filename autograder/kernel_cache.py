@@ -1,0 +1,200 @@
+"""Compiled CUDA-emulator kernels shared between the submissions one sandbox grades.
+
+Chapter 05's notebooks compile CUDA C kernels for the CPU emulator
+(course/cuda/emulator/build.py), 2-10 s a kernel with g++. Builds are cached by
+the SHA-256 of everything that goes into them, but the student's kernel writes
+its cache in its own working folder, which is wiped after every submission: each
+student paid for every kernel, the given ones included.
+
+Here the supervisor (the trusted process in the sandbox, autograder/supervisor.py)
+keeps one more cache, /grading/cuda-cache, on the sandbox's own filesystem. It
+belongs to the supervisor's user; the kernel, which runs as another uid without
+capabilities, can read it and never write it. The emulator looks there first
+($COURSE_CUDA_SHARED_CACHE) and builds in its own cache on a miss.
+
+It is filled only by trusted code:
+  * the reference notebook the supervisor runs once at start-up compiles the
+    chapter's given kernels and its solutions' straight into it;
+  * a kernel the student compiled that was not there is compiled again after the
+    submission, from the inputs the emulator recorded (request-KEY.json in the
+    student's cache), by a child of the supervisor, once every process of the
+    student's uid is dead and the working folder, /tmp and /dev/shm are wiped, so
+    that nothing of the student's can touch the build. The key is computed again
+    from those inputs: a forged request can only make an honest build of some
+    source, never put another build under a key. Only then is it copied in.
+So a class that shares the given kernels, or hands in the same kernel, compiles
+it once per sandbox (one per grader worker), not once per student.
+
+As an ordinary user (no uid of its own for the kernel) the sandbox is restarted
+for every submission, and so is this cache: only the reference run's builds are
+shared, within one submission.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import stat
+import time
+
+SHARED = "/grading/cuda-cache"
+STAGING = "/grading/cuda-staging"
+MAX_REQUESTS = 16  # per submission
+MAX_REQUEST_BYTES = 1 << 20
+MAX_SHARED_BYTES = 512 * 1024 ** 2
+BUILD_TIMEOUT_S = 240.0
+_BUILD_NAME = re.compile(r"^(kernel-(?:(?:bounds|races)-)?[0-9a-f]{32}(?:\.so)?|libpicotorch-cuda-emu-[0-9a-f]{32}\.so"
+                         r"|(?:runtime|harness)-(?:bounds|races)-[0-9a-f]{32}\.o)$")
+
+
+def enabled() -> bool:
+    return os.path.isdir("/grading")  # inside a grading sandbox
+
+
+def prepare() -> None:
+    """Before the reference run: its builds go to the shared cache."""
+    if not enabled():
+        return
+    os.makedirs(SHARED, mode=0o755, exist_ok=True)
+    os.chmod(SHARED, 0o755)
+    os.environ["COURSE_CUDA_CACHE"] = SHARED
+
+
+def after_warmup() -> None:
+    """Before any kernel: the shared cache is read-only to it, its own cache is its working folder's."""
+    if not enabled():
+        return
+    os.environ.pop("COURSE_CUDA_CACHE", None)
+    os.environ["COURSE_CUDA_SHARED_CACHE"] = SHARED
+    for name in os.listdir(SHARED):  # the emulator writes its builds 0600 (mkstemp): let the kernel read them
+        path = os.path.join(SHARED, name)
+        if not _BUILD_NAME.match(name) or not stat.S_ISREG(os.lstat(path).st_mode):
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
+            continue
+        os.chmod(path, 0o644 if name.endswith(".o") else 0o755)
+
+
+def _read_untrusted(path: str) -> dict | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REQUEST_BYTES:
+            return None
+        data = os.read(fd, MAX_REQUEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    source, names, options, mode = (request.get(k) for k in ("source", "name_expressions", "options", "mode"))
+    if not (isinstance(source, str) and isinstance(names, list) and all(isinstance(n, str) for n in names)
+            and isinstance(options, list) and all(isinstance(o, str) for o in options) and mode in
+            ("count", "bounds", "races")):
+        return None
+    return {"source": source, "name_expressions": names, "options": options, "mode": mode}
+
+
+def collect(job: dict) -> list[dict]:
+    """The builds the student's kernel asked for that the shared cache lacked (read before the wipe)."""
+    if not enabled() or not job.get("allow_native") or job.get("uid") is None:
+        return []
+    work = os.path.realpath(job["workdir"])
+    folder = os.path.join(work, ".cache", "picotorch-cuda")
+    if not os.path.realpath(folder).startswith(work + os.sep) or not os.path.isdir(folder):
+        return []
+    requests = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith("request-") and n.endswith(".json"))
+    except OSError:
+        return []
+    for name in names[:MAX_REQUESTS]:
+        request = _read_untrusted(os.path.join(folder, name))
+        if request and request not in requests:
+            requests.append(request)
+    return requests
+
+
+def _shared_bytes() -> int:
+    total = 0
+    for name in os.listdir(SHARED):
+        try:
+            total += os.lstat(os.path.join(SHARED, name)).st_size
+        except OSError:
+            pass
+    return total
+
+
+def _build_child(requests: list[dict], uid: int) -> None:
+    os.setsid()
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    for name, value in (("RLIMIT_AS", 8 * 1024 ** 3), ("RLIMIT_FSIZE", 256 * 1024 ** 2), ("RLIMIT_CORE", 0),
+                        ("RLIMIT_CPU", int(BUILD_TIMEOUT_S))):
+        resource.setrlimit(getattr(resource, name), (value, value))
+    os.environ["COURSE_CUDA_CACHE"] = STAGING
+    os.environ["COURSE_CUDA_SHARED_CACHE"] = SHARED
+    os.environ["TMPDIR"] = STAGING
+    os.environ["HOME"] = STAGING
+    os.chdir(STAGING)
+    from course.cuda.emulator import build
+    for r in requests:
+        try:
+            made = build.build(r["source"], r["name_expressions"], r["options"], r["mode"])
+        except BaseException:  # a kernel that does not compile is the student's to see, not ours
+            continue
+        if made.runtime is not None and str(made.runtime.parent) != SHARED:
+            os.unlink(made.path)  # it would look for its runtime here, in a folder about to go
+
+
+def share(requests: list[dict], uid: int | None) -> int:
+    """Build `requests` as trusted code and copy the results into the shared cache; how many files.
+
+    Runs after the submission: its processes are dead and its files wiped."""
+    if not requests or uid is None or not enabled() or _shared_bytes() > MAX_SHARED_BYTES:
+        return 0
+    shutil.rmtree(STAGING, ignore_errors=True)
+    os.makedirs(STAGING, mode=0o700)
+    os.chown(STAGING, uid, uid)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _build_child(requests, uid)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the compilers it may have left (it made itself a group)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    copied = 0
+    for name in os.listdir(STAGING):
+        path = os.path.join(STAGING, name)
+        target = os.path.join(SHARED, name)
+        if not _BUILD_NAME.match(name) or os.path.exists(target):
+            continue
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        tmp = os.path.join(SHARED, f".{name}.{os.getpid()}.tmp")
+        shutil.copyfile(path, tmp)  # a copy: the supervisor's own file, not the builder's
+        os.chmod(tmp, 0o755 if not name.endswith(".o") else 0o644)
+        os.replace(tmp, target)
+        copied += 1
+    shutil.rmtree(STAGING, ignore_errors=True)
+    return copied

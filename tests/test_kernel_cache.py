@@ -1,0 +1,144 @@
+"""Compiled emulator kernels shared between the submissions one grader grades
+(issue 19, item 3; autograder/kernel_cache.py): the given kernels are compiled once,
+by the reference run; a student's kernel that another student hands in again is
+compiled once more by trusted code after the first submission, and never again; the
+student's code can read the shared cache and cannot write it."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.grade import Grader
+from test_grading_sandbox import answer, make_chapter
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kernel_cache")]
+
+if not shutil.which("bwrap") or not shutil.which("g++"):
+    pytest.skip("needs bubblewrap and g++ (the CUDA emulator's compiler)", allow_module_level=True)
+if os.geteuid() != 0:
+    pytest.skip("as an ordinary user the sandbox, and so its cache, is new for every submission",
+                allow_module_level=True)
+
+TEXT = '''# ---
+# jupyter:
+#   course:
+#     chapter: 01_kernels
+#     title: a native-code chapter for the kernel cache's tests
+#     native_code: true
+#     files: []
+# ---
+
+# %%
+import numpy as np
+import torch
+from course.cuda import Kernel
+GIVEN = r"""
+extern "C" __global__ void fill(float* out, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = v;
+}"""
+fill = Kernel(GIVEN, "fill")
+SHARED = "/grading/cuda-cache/"
+
+# %% solution="ex_scale"
+SCALE = r"""
+extern "C" __global__ void scale(float* out, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i];
+}"""
+scale_kernel = Kernel(SCALE, "scale")
+
+
+def scale(x, a):
+    ### BEGIN SOLUTION
+    out = torch.empty_like(x)
+    scale_kernel((1,), (32,), (out, x, np.float32(a), np.int32(x.numel())))
+    return out
+    ### END SOLUTION
+
+
+# %% tests="ex_scale" points=1
+out = torch.empty(4)
+fill((1,), (32,), (out, np.float32(1.5), np.int32(4)))
+assert torch.equal(scale(out, 2.0), torch.full((4,), 3.0)), "scale(1.5, 2) should be 3"
+
+# %% solution="ex_where"
+def where_built():
+    ### BEGIN SOLUTION
+    return str(scale_kernel.module.emulator_build().path)
+    ### END SOLUTION
+
+
+# %% tests="ex_where" points=1
+assert str(fill.module.emulator_build().path).startswith(SHARED), "given: " + str(fill.module.emulator_build().path)
+assert where_built().startswith(SHARED), "own: " + where_built()
+
+# %% solution="ex_readonly"
+def nothing():
+    ### BEGIN SOLUTION
+    return None
+    ### END SOLUTION
+
+
+# %% tests="ex_readonly" points=1
+import os
+refused = []
+existing = sorted(os.listdir(SHARED))
+assert existing, "the shared cache is empty"
+for attempt in (lambda: open(SHARED + "forged.so", "wb"), lambda: open(SHARED + existing[0], "r+b"),
+                lambda: os.chmod(SHARED + existing[0], 0o777), lambda: os.unlink(SHARED + existing[0]),
+                lambda: os.rename(SHARED + existing[0], SHARED + "x")):
+    try:
+        attempt()
+    except PermissionError:
+        refused.append(True)
+assert len(refused) == 5, f"only {len(refused)} of 5 writes were refused"
+'''
+
+# A kernel of the student's own: not the reference's, so only the first submission compiles it.
+OWN = '''SCALE = r"""
+// my own way of writing it
+extern "C" __global__ void scale(float* out, const float* x, float a, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * a;
+}"""
+scale_kernel = Kernel(SCALE, "scale")
+
+
+def scale(x, a):
+    out = torch.empty_like(x)
+    scale_kernel((1,), (32,), (out, x, np.float32(a), np.int32(x.numel())))
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def grader(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repo")
+    chapter = make_chapter(root, TEXT, "01_kernels")
+    g = Grader(chapter, tmp_path_factory.mktemp("course"))
+    yield g, chapter
+    g.close()
+
+
+def statuses(result) -> dict[str, str]:
+    return {v.exercise: (v.status, v.message) for v in result.verdicts}
+
+
+def test_given_kernels_come_from_the_shared_cache_and_a_repeated_own_kernel_is_compiled_once(grader, tmp_path):
+    g, chapter = grader
+    import nbformat
+    nb = nbformat.read(g.root / "release" / chapter.id / chapter.notebook.name, 4)
+    mine = answer(answer(nb, "ex_scale", OWN), "ex_where", "def where_built():\n"
+                                                        "    return str(scale_kernel.module.emulator_build().path)\n")
+    path = tmp_path / "a.ipynb"
+    nbformat.write(mine, path)
+    first = statuses(g.grade("first", path))
+    assert first["ex_scale"][0] == "passed", first["ex_scale"][1]
+    assert first["ex_where"][0] == "failed" and "own: /grading/work/" in first["ex_where"][1], first  # built here
+    assert first["ex_readonly"][0] == "passed", first
+    second = statuses(g.grade("second", path))
+    assert second["ex_where"][0] == "passed", second  # the first one's kernel, built again by the supervisor
+    assert second["ex_scale"][0] == "passed" and second["ex_readonly"][0] == "passed", second
