@@ -336,7 +336,8 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
       "course.inputs" audit event): "reseed"(seed) before a test cell, "testing"(flag) while
       one runs, when only the grader's own code may draw from it or reseed it;
     - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
-      own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code)."""
+      own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code);
+    - "consumer"(function): one of the grader's that may read frames and hands none out."""
     untrusted = [False]
     busy = [False]
     blocked: list[str] = []
@@ -445,7 +446,10 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
             keep_codes.append(c)
             grader_codes.add(get_id(c))
 
-    controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code}
+    def consumer(fn) -> None:
+        consumers[get_id(fn.__code__)] = fn.__globals__
+
+    controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code, "consumer": consumer}
     return set_untrusted, blocked, controls
 
 

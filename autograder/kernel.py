@@ -198,6 +198,149 @@ def _torch_quiet():
     return enter, check, set_aside
 
 
+def _quiet_signals() -> None:
+    """No Python code of anyone's runs on a signal in the kernel. Cells run in a thread of their own
+    (_cell_thread), and Python lets only the main thread install signal handlers, so a student's
+    code cannot install one; the handlers Python itself installed are taken out here, the signals a
+    process can be sent to stop, interrupt or kill it politely are ignored (the supervisor kills
+    with SIGKILL), and the main thread, where the grader's own code runs, blocks every signal for
+    good. Faults (SIGSEGV, SIGBUS, SIGFPE, ...) and the CPU limit keep their default: they end the
+    kernel, and the supervisor restarts it."""
+    for sig in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, TypeError):
+            pass
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+                 "SIGPROF", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGPOLL", "SIGPWR"):
+        if hasattr(signal, name):
+            try:
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+            except (OSError, ValueError):
+                pass
+
+
+def _scrub(error) -> None:
+    """Clear the frames of `error`'s tracebacks (and of the exceptions it was raised from), and drop
+    the tracebacks: frames of the tests and their helpers must not outlive the cell where the
+    collector could hand them out (gc.garbage). Clearing releases their locals, so the student's
+    finalizers run here, in the cell's thread, under the guard. Registered with the audit hook as a
+    consumer of frames: it reads tb_frame, and hands no frame to anyone."""
+    todo, done = [error], 0
+    while todo and done < 64:
+        e = todo.pop()
+        done += 1
+        if not issubclass(type(e), BaseException):
+            continue
+        tb = BaseException.__dict__["__traceback__"].__get__(e)
+        while tb is not None and type(tb) is types.TracebackType:
+            try:
+                tb.tb_frame.clear()
+            except RuntimeError:  # still running: the cell thread's own frames
+                pass
+            tb = tb.tb_next
+        BaseException.__dict__["__traceback__"].__set__(e, None)
+        todo.append(BaseException.__dict__["__context__"].__get__(e))
+        todo.append(BaseException.__dict__["__cause__"].__get__(e))
+
+
+def _cell_thread(original_mask):
+    """(allocate_lock, start, tools): start(task) runs a cell in a new thread whose frames lead back to
+    nothing of the kernel's (a frame's f_back ends at the thread's own start) and returns a handle to
+    join, or None when the thread sets task["sentinel"] (a lock released once its state is gone).
+    Thread-local state of the student's (torch's modes; grad mode aside) ends with each cell."""
+    import _thread
+    import contextvars
+    try:
+        _thread.stack_size(32 * 1024 * 1024)  # as deep as the main thread may go
+    except (ValueError, RuntimeError):
+        pass
+    torch = sys.modules.get("torch")
+    set_grad = torch.set_grad_enabled if torch is not None else (lambda flag: None)
+    is_grad = torch.is_grad_enabled if torch is not None else (lambda: True)
+    set_sentinel = getattr(_thread, "_set_sentinel", None)
+    joinable = getattr(_thread, "start_joinable_thread", None)
+    tools = {"context": contextvars.copy_context(), "sigmask": signal.pthread_sigmask,
+             "SIG_SETMASK": signal.SIG_SETMASK, "mask": original_mask, "set_sentinel": set_sentinel,
+             "set_grad": set_grad, "is_grad": is_grad, "scrub": _scrub, "BaseException": BaseException}
+
+    def start(task):
+        if set_sentinel is not None or joinable is None:
+            _thread.start_new_thread(_run_cell, (task,))
+            return None
+        return joinable(lambda: _run_cell(task))
+
+    return _thread.allocate_lock, start, tools
+
+
+def _run_cell(task: dict) -> None:
+    """The cell's thread (see _cell_thread): wait for the go, run the cell, write the outcome in `task`."""
+    if task["set_sentinel"] is not None:
+        sentinel = task["set_sentinel"]()  # unlocked; this thread holds it until its state is deleted
+        sentinel.acquire()
+        task["sentinel"] = sentinel
+        sentinel = None
+    task["ready"].release()
+    task["go"].acquire()
+    task["context"].run(_cell_body, task)
+
+
+def _cell_body(t: dict) -> None:
+    base = t["BaseException"]
+    try:
+        t["sigmask"](t["SIG_SETMASK"], t["mask"])  # this thread takes the signals (faults end the kernel)
+        t["set_grad"](t["grad"])  # grad mode is per thread in torch: it goes on from cell to cell, as in Jupyter
+        t["graveyard"].clear()  # finalizers of what the last restore displaced run here, under the guard
+        ns, where = t["ns"], t["where"]
+        try:
+            compiled = t["compiled"]
+            t["compiled"] = None
+            if compiled is None:
+                compiled = _split_last_expression(t["source"], t["filename"])
+            elif type(compiled) is not tuple:
+                raise compiled
+            body, last = compiled
+            compiled = None
+            quiet = put_back = None
+            if t["test"]:  # no __torch_function__ while tests run, and no mode an answer cell entered
+                put_back = t["torch_set_aside"]()
+                quiet = t["torch_quiet"]()
+            try:
+                exec(body, where)
+                result = None
+                if last is not None:
+                    value = eval(last, where)
+                    if value is not None:
+                        result = repr(value)
+                        if type(result) is not str:
+                            result = "<repr did not return a str>"
+                    value = None
+                t["status"], t["ename"], t["evalue"], t["result"] = "ok", "", "", result
+            finally:
+                if quiet is not None:
+                    t["torch_left"] = t["torch_check"]()  # a mode the student's code left on, or the switch back on
+                    quiet.__exit__(None, None, None)
+                    t["graveyard"].append(t["torch_set_aside"]())  # what the test left on is dropped
+                    put_back()
+        except base as e:  # SystemExit and KeyboardInterrupt too: a cell cannot end the run
+            t["status"], t["ename"] = "error", type(e).__name__
+            t["evalue"] = "<the exception's message could not be printed>"
+            try:
+                t["evalue"] = str(e)
+            except base:
+                pass
+            try:
+                t["scrub"](e)
+            finally:
+                e = None
+        for key in [k for k in list(ns) if type(k) is not str]:  # keys with code in __hash__/__eq__
+            t["graveyard"].append(ns.pop(key, None))
+        t["grad"] = t["is_grad"]()
+    except base:  # a hostile __hash__, a finalizer raising late
+        t["status"], t["ename"], t["evalue"] = "error", "KeyboardInterrupt", "the cell was interrupted"
+
+
 def _make_get_ipython(ns: dict):
     """Magics in student cells (`%timeit`) need an IPython shell; one is made on demand.
     The kernel never runs cells through it, so hooks registered on it have no effect."""
@@ -268,10 +411,14 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     restore, module_of, execute, evaluate, to_repr = snapshot.restore, snapshot.module_of, exec, eval, repr
     split = _split_last_expression
     torch_quiet, torch_check, torch_set_aside = _torch_quiet()
+    _quiet_signals()
     capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
     set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids)
     reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
     reseed_inputs(int(job["seed"]))
+    controls["consumer"](_scrub)
+    trust_code(_run_cell.__code__)  # the bottom of every cell's thread
+    trust_code(_cell_body.__code__)
     frame = sys._getframe()
     while frame is not None:  # the kernel's own loop and the supervisor's frames under it
         trust_code(frame.f_code)
@@ -299,7 +446,11 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     def interpreters(name: str) -> bool:
         """A name Python itself keeps in a module's namespace (__warningregistry__, __annotations__)."""
         return name.startswith("__") and name.endswith("__") and name != "__builtins__"
-    original_mask = sigmask(signal.SIG_BLOCK, all_signals)
+    original_mask = sigmask(signal.SIG_BLOCK, all_signals)  # for good, in this thread: see _quiet_signals
+    allocate_lock, start_cell_thread, cell_tools = _cell_thread(original_mask)
+    cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
+    grad_mode = [True]
+    from autograder.integrity import exact_str
 
     def receive():
         head = b""
@@ -359,9 +510,6 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         else:
             fresh, where = None, ns
         stdout, stderr = _Capture(capture_limit), _Capture(capture_limit)
-        status, ename, evalue, result = "ok", "", "", None
-        error = None
-        torch_left = ""
         del blocked[:]
         filename = f"<cell {index}>"
         compiled = None
@@ -377,62 +525,36 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         if kind == "test":  # fresh inputs from the grader's secret, drawn only by the grader's code
             reseed_inputs(cell_seed(index))
             inputs_testing(True)
-        # ---- the student's turn: everything from here to the guarded stretch may be hostile.
-        set_untrusted(True)
+        # ---- the student's turn, in a thread of its own: everything it runs may be hostile.
+        task = {"compiled": compiled, "source": source, "filename": filename, "where": where, "ns": ns,
+                "test": kind == "test", "graveyard": graveyard, "grad": grad_mode[0], **cell_tools,
+                "status": "error", "ename": "KernelError", "evalue": "the cell did not finish", "result": None,
+                "torch_left": "", "ready": allocate_lock(), "go": allocate_lock(), "sentinel": None}
+        compiled = None
+        task["ready"].acquire()
+        task["go"].acquire()
         sys.stdout, sys.stderr = stdout, stderr
+        handle = start_cell_thread(task)
+        task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
+        set_untrusted(True)
         gc_enable()
-        sigmask(signal.SIG_SETMASK, original_mask)
-        graveyard.clear()  # finalizers of what the last restore displaced run here, under the guard
-        try:
-            try:
-                if compiled is None:
-                    compiled = split(source, filename)
-                elif type(compiled) is not tuple:
-                    raise compiled
-                body, last = compiled
-                compiled = None
-                quiet = put_back = None
-                if kind == "test":  # no __torch_function__ while tests run, and no mode an answer cell entered
-                    put_back = torch_set_aside()
-                    quiet = torch_quiet()
-                try:
-                    execute(body, where)
-                    if last is not None:
-                        value = evaluate(last, where)
-                        if value is not None:
-                            result = to_repr(value)
-                            if type(result) is not str:
-                                result = "<repr did not return a str>"
-                finally:
-                    if quiet is not None:
-                        torch_left = torch_check()  # a mode the student's code left on, or the switch back on
-                        quiet.__exit__(None, None, None)
-                        graveyard.append(torch_set_aside)  # what the test left on is dropped after the cell
-                        graveyard.append(torch_set_aside())
-                        put_back()
-            except BaseException as e:  # SystemExit and KeyboardInterrupt too: a cell cannot end the run
-                error = e
-                status = "error"
-                ename = type(e).__name__
-                try:
-                    evalue = str(e)
-                except BaseException:
-                    evalue = "<the exception's message could not be printed>"
-                if type(ename) is not str:
-                    ename = "Exception"
-                if type(evalue) is not str:
-                    evalue = ""
-            for key in [k for k in list(ns) if type(k) is not str]:  # keys with code in __hash__/__eq__
-                graveyard.append(ns.pop(key, None))
-        except BaseException:  # a signal handler raising late, or a hostile __hash__
-            status, ename, evalue = "error", "KeyboardInterrupt", "the cell was interrupted"
+        task["go"].release()
+        if handle is None:
+            task["sentinel"].acquire()  # released once the thread is gone, its state and finalizers included
+        else:
+            handle.join()
         # ---- the guarded stretch: no student code runs until the next cell starts.
-        sigmask(signal.SIG_BLOCK, all_signals)
         gc_disable()
         set_untrusted(False)
         inputs_testing(False)
-        graveyard.append(error)
-        error = None
+        status, ename, evalue, result = (exact_str(task["status"], "error"), exact_str(task["ename"], "Exception"),
+                                         exact_str(task["evalue"]), task["result"])
+        status = status if status in ("ok", "error") else "error"
+        result = result if type(result) is str_type else None
+        torch_left = exact_str(task["torch_left"])
+        grad_mode[0] = task["grad"] is True
+        graveyard.append(task)
+        task = None
         sensitive, other = restore(graveyard)
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         tampered = []
