@@ -60,7 +60,8 @@ class Snapshot:
 
     def __init__(self):
         self.modules: list[tuple[str, dict, tuple, tuple]] = []
-        self.classes: list[tuple[str, type, type, tuple, tuple, tuple]] = []
+        self.classes: list[tuple[str, type, type, tuple, types.MappingProxyType, tuple, tuple]] = []
+        self.module_objects: list[tuple[str, types.ModuleType, type]] = []
         self.functions: list[tuple[str, types.FunctionType, object, object, object]] = []
         self.containers: list[tuple[str, object, tuple, tuple]] = []
         self.sys_modules: dict = {}
@@ -73,6 +74,7 @@ class Snapshot:
     def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
         """Snapshot the modules loaded from `roots` (and built-in ones). A chapter's own
         packages in the working folder (picotorch/) are the student's to extend, not the grader's."""
+        import autograder.kernel  # noqa: F401  (the kernel's own code is the grader's too: in the snapshot)
         snap = cls()
         seen_classes: set[int] = set()
         seen_functions: set[int] = set()
@@ -93,6 +95,7 @@ class Snapshot:
             d = module.__dict__
             current_module[0] = name
             snap.modules.append((name, d, tuple(d.keys()), tuple(d.values())))
+            snap.module_objects.append((name, module, type(module)))
             for key, value in list(d.items()):
                 # Module-level tables (tolerances, registries) can be edited in place.
                 if type(value) in (dict, list, set) and not key.startswith("__") and critical(name):
@@ -104,7 +107,7 @@ class Snapshot:
                     seen_classes.add(id(value))
                     cd = value.__dict__
                     snap.classes.append((f"{name}.{value.__qualname__}", value, type(value), value.__bases__,
-                                         tuple(cd.keys()), tuple(cd.values())))
+                                         cd, tuple(cd.keys()), tuple(cd.values())))
                     snap.owner[f"{name}.{value.__qualname__}"] = name
                     for attr, member in list(cd.items()):
                         if type(member) in (staticmethod, classmethod):
@@ -112,10 +115,12 @@ class Snapshot:
                         add_function(f"{name}.{value.__qualname__}.{attr}", member)
                 elif type(value) is types.FunctionType and value.__globals__ is d:
                     add_function(f"{name}.{key}", value)
+        snap.module_objects.append(("sys", sys, type(sys)))  # its namespace is the interpreter's, its class is not
         snap.module_names = {m[0] for m in snap.modules}
         snap.code_ids = frozenset(id(c) for f in snap.functions for c in _code_objects(f[2]))
         snap.sys_modules = {k: v for k, v in sys.modules.items() if k not in _MODULE_SKIP}
         snap.sys_lists = {name: (getattr(sys, name), list(getattr(sys, name))) for name in _SYS_LISTS}
+        snap._restore, snap._module_of = _restorer(snap)
         return snap
 
     def refresh(self, module_name: str) -> None:
@@ -123,120 +128,178 @@ class Snapshot:
         for i, (name, d, _, _) in enumerate(self.modules):
             if name == module_name:
                 self.modules[i] = (name, d, tuple(d.keys()), tuple(d.values()))
+        self._restore, self._module_of = _restorer(self)
 
     def module_of(self, where: str) -> str:
         """The module a name reported by restore() belongs to."""
-        if where.startswith("sys."):
-            return "sys"
-        head = where.split("[")[0]
-        while head:
-            if head in self.owner:
-                return self.owner[head]
-            if head in self.module_names:
-                return head
-            head = head.rpartition(".")[0]
-        return ""
+        return self._module_of(where)
 
     def restore(self, graveyard: list) -> tuple[list[str], list[str]]:
         """Put everything back. Returns (sensitive changes, other changes) as dotted names.
 
         Displaced values go to `graveyard` rather than being dropped here, so that no
         student finalizer (__del__) runs while the grader's own code is on the stack."""
+        return self._restore(graveyard)
+
+
+def _restorer(snap: Snapshot):
+    """(restore, module_of) for `snap`: closures over the snapshot's data and over the built-ins they
+    use, captured now, so that nothing a student's code rebinds later (a module's globals, a
+    builtin, an attribute of the Snapshot class) changes what they do. They run with the guard
+    off and so never run a student's code: no object's __hash__, __eq__ or __getattribute__ is
+    asked anything (a dict with a key that is not an exact str is rebuilt from its str-keyed
+    items, sets are compared by identity), and nothing displaced is dropped (it goes to the
+    graveyard the caller keeps alive)."""
+    # Copies, in tuples: clearing the Snapshot's own lists later changes nothing here.
+    modules, classes, functions = tuple(snap.modules), tuple(snap.classes), tuple(snap.functions)
+    containers, module_objects = tuple(snap.containers), tuple(snap.module_objects)
+    sys_modules, sys_lists, owner = dict(snap.sys_modules), dict(snap.sys_lists), dict(snap.owner)
+    module_names = frozenset(snap.module_names)
+    sysd, modules_dict = sys.__dict__, sys.modules
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_ = operator.is_, len, all, map, zip, type, list, str, id
+    dict_, set_, slice_all = dict, set, slice(None)
+    dict_items, dict_keys, dict_values, dict_get = dict.items, dict.keys, dict.values, dict.get
+    dict_clear, dict_update, dict_setitem = dict.clear, dict.update, dict.__setitem__
+    list_setitem, set_clear, set_update = list.__setitem__, set.clear, set.update
+    proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
+        types.MappingProxyType.get
+    type_setattr, type_delattr, object_setattr = type.__setattr__, type.__delattr__, object.__setattr__
+    bases_of = type.__dict__["__bases__"].__get__
+    code_of = types.FunctionType.__code__.__get__
+    defaults_of = types.FunctionType.__defaults__.__get__
+    kwdefaults_of = types.FunctionType.__kwdefaults__.__get__
+    missing, cache_keys, is_critical = _MISSING, _CLASS_CACHE_KEYS, critical
+    sensitive_value, behaviour = _sensitive, _behaviour
+    tools = ("course.", "autograder.", "torch.testing.", "numpy.testing.")
+
+    def clean(d, keep) -> bool:
+        """Rebuild `d` without the keys that are not exact strs, without hashing any of them."""
+        items = list_(dict_items(d))
+        if all_(type_(k) is str_ for k, _ in items):
+            return False
+        keep(items)
+        dict_clear(d)
+        dict_update(d, {k: v for k, v in items if type_(k) is str_})
+        return True
+
+    def restore(graveyard: list) -> tuple[list[str], list[str]]:
         sensitive: list[str] = []
         other: list[str] = []
         keep = graveyard.append
-        for name, d, keys, values in self.modules:
-            if len(d) == len(keys) and all(map(_is, keys, d.keys())) and all(map(_is, values, d.values())):
+        if clean(sysd, keep):  # the interpreter's own tables first: no odd key takes part in a lookup below
+            sensitive.append("sys[a key that is not a name]")
+        if clean(modules_dict, keep):
+            sensitive.append("sys.modules[a key that is not a name]")
+        for name, module, kind in module_objects:
+            if type_(module) is not kind:  # a module class whose __getattribute__ would answer for it
+                keep(type_(module))
+                object_setattr(module, "__class__", kind)
+                sensitive.append(f"{name}.__class__")
+        for name, d, keys, values in modules:
+            if len_(d) == len_(keys) and all_(map_(is_, keys, dict_keys(d))) and all_(map_(is_, values, dict_values(d))):
                 continue
-            for key in [k for k in list(d.keys()) if type(k) is not str]:  # odd keys: drop before any lookup
-                keep(d.pop(key, None))
-                sensitive.append(f"{name}[{type(key).__name__} key]")
-            guarded = critical(name)
-            for key, value in zip(keys, values):
-                current = d.get(key, _MISSING)
-                if current is not value and (guarded or _sensitive(value)):
+            if clean(d, keep):
+                sensitive.append(f"{name}[a key that is not a name]")
+            guarded = is_critical(name)
+            for key, value in zip_(keys, values):
+                current = dict_get(d, key, missing)
+                if current is not value and (guarded or sensitive_value(value)):
                     keep(current)
-                    d[key] = value
-                    (sensitive if _sensitive(value) else other).append(f"{name}.{key}")
-        for where, container, items, keys in self.containers:
-            kind = type(container)
-            if kind is dict:
-                if len(container) == len(items) and all(map(_is, keys, container.keys())) \
-                        and all(map(_is, (v for _, v in items), container.values())):
+                    dict_setitem(d, key, value)
+                    (sensitive if sensitive_value(value) else other).append(f"{name}.{key}")
+        for where, container, items, keys in containers:
+            kind = type_(container)
+            if kind is dict_:
+                if len_(container) == len_(items) and all_(map_(is_, keys, dict_keys(container))) \
+                        and all_(map_(is_, [v for _, v in items], dict_values(container))):
                     continue
-                keep(dict.copy(container))
-                dict.clear(container)
-                dict.update(container, items)
-            elif kind is list:
-                if len(container) == len(items) and all(map(_is, items, container)):
+                keep(list_(dict_items(container)))
+                dict_clear(container)
+                dict_update(container, items)
+            elif kind is list_:
+                if len_(container) == len_(items) and all_(map_(is_, items, container)):
                     continue
-                keep(list.copy(container))
-                list.__setitem__(container, slice(None), items)
-            else:
-                if len(container) == len(items) and all(map(set.__contains__, (container,) * len(items), items)):
+                keep(list_(container))
+                list_setitem(container, slice_all, items)
+            else:  # a set: compared by identity, never by its members' __eq__
+                ids = {id_(x) for x in items}
+                if len_(container) == len_(items) and all_([id_(x) in ids for x in container]):
                     continue
-                keep(set.copy(container))
-                set.clear(container)
-                set.update(container, items)
-            other.append(where)
-        for where, klass, meta, bases, keys, values in self.classes:
-            cd = klass.__dict__
-            if type(klass) is meta and klass.__bases__ is bases and len(cd) == len(keys) \
-                    and all(map(_is, keys, cd.keys())) and all(map(_is, values, cd.values())):
+                keep(list_(container))
+                set_clear(container)
+                set_update(container, items)
+            (sensitive if where.startswith(tools) else other).append(where)  # the tests' own tables are tools
+        for where, klass, meta, bases, cd, keys, values in classes:
+            if type_(klass) is meta and bases_of(klass) is bases and len_(cd) == len_(keys) \
+                    and all_(map_(is_, keys, proxy_keys(cd))) and all_(map_(is_, values, proxy_values(cd))):
                 continue
-            if type(klass) is not meta:
-                keep(type(klass))
-                type.__setattr__(klass, "__class__", meta)
+            if type_(klass) is not meta:
+                keep(type_(klass))
+                type_setattr(klass, "__class__", meta)
                 sensitive.append(f"{where}.__class__")
-            if klass.__bases__ is not bases:
-                keep(klass.__bases__)
-                type.__setattr__(klass, "__bases__", bases)
+            if bases_of(klass) is not bases:
+                keep(bases_of(klass))
+                type_setattr(klass, "__bases__", bases)
                 sensitive.append(f"{where}.__bases__")
-            known = dict(zip(keys, values))
+            known = dict_(zip_(keys, values))
             # Behaviour only: methods and descriptors. Class-level data (counters such as
             # torch's RemovableHandle.next_id) is the library's own business.
-            for key in [k for k in list(cd.keys()) if type(k) is not str or k not in known]:
-                if type(key) is str and key in _CLASS_CACHE_KEYS or not _behaviour(cd[key]):
+            for key in [k for k in list_(proxy_keys(cd)) if type_(k) is not str_ or k not in known]:
+                if type_(key) is str_ and key in cache_keys or not behaviour(proxy_get(cd, key)):
                     continue
-                keep(cd[key])
-                type.__delattr__(klass, key)
+                keep(proxy_get(cd, key))
+                type_delattr(klass, key)
                 sensitive.append(f"{where}.{key}")
-            for key, value in known.items():
-                current = cd.get(key, _MISSING)
-                if current is not value and key not in _CLASS_CACHE_KEYS and _behaviour(value):
+            for key, value in dict_items(known):
+                current = proxy_get(cd, key, missing)
+                if current is not value and key not in cache_keys and behaviour(value):
                     keep(current)
-                    type.__setattr__(klass, key, value)
+                    type_setattr(klass, key, value)
                     sensitive.append(f"{where}.{key}")
-        for where, fn, code, defaults, kwdefaults in self.functions:
-            if fn.__code__ is not code:
-                keep(fn.__code__)
+        for where, fn, code, defaults, kwdefaults in functions:
+            if code_of(fn) is not code:
+                keep(code_of(fn))
                 fn.__code__ = code
                 sensitive.append(f"{where}.__code__")
-            if fn.__defaults__ is not defaults:
-                keep(fn.__defaults__)
+            if defaults_of(fn) is not defaults:
+                keep(defaults_of(fn))
                 fn.__defaults__ = defaults
                 sensitive.append(f"{where}.__defaults__")
-            if fn.__kwdefaults__ is not kwdefaults:
-                keep(fn.__kwdefaults__)
+            if kwdefaults_of(fn) is not kwdefaults:
+                keep(kwdefaults_of(fn))
                 fn.__kwdefaults__ = kwdefaults
                 sensitive.append(f"{where}.__kwdefaults__")
-        modules = sys.modules
-        for name, module in self.sys_modules.items():
-            current = modules.get(name, _MISSING)
+        for name, module in dict_items(sys_modules):
+            current = dict_get(modules_dict, name, missing)
             if current is not module:
                 keep(current)
-                modules[name] = module
+                dict_setitem(modules_dict, name, module)
                 sensitive.append(f"sys.modules[{name!r}]")
-        for name, (lst, items) in self.sys_lists.items():
-            if getattr(sys, name) is not lst:
-                keep(getattr(sys, name))
-                setattr(sys, name, lst)
+        for name, (lst, items) in dict_items(sys_lists):
+            if dict_get(sysd, name, missing) is not lst:
+                keep(dict_get(sysd, name, missing))
+                dict_setitem(sysd, name, lst)
                 sensitive.append(f"sys.{name}")
-            if len(lst) != len(items) or not all(map(_is, lst, items)):
-                keep(list(lst))
-                lst[:] = items
+            if len_(lst) != len_(items) or not all_(map_(is_, lst, items)):
+                keep(list_(lst))
+                list_setitem(lst, slice_all, items)
                 sensitive.append(f"sys.{name}")
         return sensitive, other
+
+    def module_of(where: str) -> str:
+        if where.startswith("sys.") or where.startswith("sys["):
+            return "sys"
+        head = where.split("[")[0]
+        while head:
+            found = dict_get(owner, head, missing)
+            if found is not missing:
+                return found
+            if head in module_names:
+                return head
+            head = head.rpartition(".")[0]
+        return ""
+
+    return restore, module_of
 
 
 # Where a change made while a test cell runs is taken as tampering: the tests' own

@@ -36,24 +36,33 @@ TEXT_LIMIT_DEFAULT = 100_000
 
 
 class _Capture:
-    """A text stream that keeps the first `limit` characters and counts the rest."""
+    """A text stream that keeps the first `limit` characters and counts the rest, in `parts` and
+    `counts` ([kept, dropped]): lists the kernel made and reads itself, checking every item's type,
+    so that nothing a student does to this object (its attributes, its class) is asked anything."""
 
-    def __init__(self, limit: int):
-        self.parts: list[str] = []
-        self.kept = 0
-        self.dropped = 0
+    def __init__(self, limit: int, parts: list | None = None, counts: list | None = None):
+        self.parts: list[str] = [] if parts is None else parts
+        self.counts: list[int] = [0, 0] if counts is None else counts
         self.limit = limit
+
+    @property
+    def kept(self) -> int:
+        return self.counts[0]
+
+    @property
+    def dropped(self) -> int:
+        return self.counts[1]
 
     def write(self, text) -> int:
         if type(text) is not str:
             text = str(text)
             if type(text) is not str:
                 return 0
-        room = self.limit - self.kept
+        room = self.limit - self.counts[0]
         if room > 0:
             self.parts.append(text[:room])
-            self.kept += min(room, len(text))
-        self.dropped += max(0, len(text) - max(room, 0))
+            self.counts[0] += min(room, len(text))
+        self.counts[1] += max(0, len(text) - max(room, 0))
         return len(text)
 
     def flush(self) -> None:
@@ -408,8 +417,9 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
     gc_enable, gc_disable = gc.enable, gc.disable
     from autograder.integrity import critical
-    restore, module_of, execute, evaluate, to_repr = snapshot.restore, snapshot.module_of, exec, eval, repr
+    restore, module_of = snapshot._restore, snapshot._module_of  # closures: no attribute of a class is asked
     split = _split_last_expression
+    from warnings import catch_warnings, simplefilter
     torch_quiet, torch_check, torch_set_aside = _torch_quiet()
     _quiet_signals()
     capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
@@ -485,8 +495,33 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         while data:
             data = data[write(fd, data):]
 
-    while True:
-        message = receive()
+    sysd = sys.__dict__
+    sys_get = sysd.get
+    hook_names = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__", "displayhook", "excepthook",
+                  "unraisablehook", "breakpointhook", "__displayhook__", "__excepthook__", "__breakpointhook__",
+                  "__unraisablehook__")
+    kernel_hooks = {name: sys_get(name) for name in hook_names}  # Python's own, as the kernel started
+    garbage, gc_set_debug = gc.garbage, gc.set_debug
+    list_type, int_type, join = list, int, "".join
+
+    def drop_odd_keys(d: dict) -> bool:
+        """Rebuild d without its keys that are not exact strs, hashing none of them."""
+        items = list_type(d.items())
+        if all(type(k) is str_type for k, _ in items):
+            return False
+        graveyard.append(items)
+        dict_clear(d)
+        dict_update(d, {k: v for k, v in items if type(k) is str_type})
+        return True
+
+    def captured(parts: list, counts: list) -> tuple[str, int]:
+        text = join([p for p in list_type(parts) if type(p) is str_type])[:capture_limit]
+        dropped = counts[1] if len(counts) == 2 and type(counts[1]) is int_type else 0
+        return text, dropped
+
+    def step(message) -> dict:
+        """One cell, from its message to its reply. Returns its locals, which the caller keeps in the
+        graveyard: whatever of the student's they hold is released in the next cell's thread, never here."""
         index, kind, source, nonce = message["index"], message["kind"], message["source"], message["nonce"]
         rebound = []
         if kind == "test":
@@ -509,13 +544,17 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             where = gns
         else:
             fresh, where = None, ns
-        stdout, stderr = _Capture(capture_limit), _Capture(capture_limit)
+        out_parts, err_parts, out_counts, err_counts = [], [], [0, 0], [0, 0]
+        stdout = _Capture(capture_limit, out_parts, out_counts)
+        stderr = _Capture(capture_limit, err_parts, err_counts)
         del blocked[:]
         filename = f"<cell {index}>"
         compiled = None
         if kind != "student":  # the grader's own code: compiled here, and its frames are known as the grader's
             try:
-                compiled = split(source, filename)
+                with catch_warnings():  # a SyntaxWarning of the tests' must not reach a filter of the student's
+                    simplefilter("ignore")
+                    compiled = split(source, filename)
             except BaseException as e:
                 compiled = e
             else:
@@ -533,7 +572,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         compiled = None
         task["ready"].acquire()
         task["go"].acquire()
-        sys.stdout, sys.stderr = stdout, stderr
+        sysd["stdout"], sysd["stderr"] = stdout, stderr
         handle = start_cell_thread(task)
         task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
         set_untrusted(True)
@@ -556,7 +595,17 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         graveyard.append(task)
         task = None
         sensitive, other = restore(graveyard)
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        for name, value in kernel_hooks.items():  # sys.stdout and the hooks the student set: kept, not dropped
+            current = sys_get(name, graveyard)
+            if current is not value:
+                graveyard.append(current)
+                sysd[name] = value
+        if garbage:  # what the collector saved for the student (gc.DEBUG_SAVEALL)
+            graveyard.append(list_type(garbage))
+            del garbage[:]
+        gc_set_debug(0)
+        if drop_odd_keys(ns) and kind == "test":
+            sensitive.append("the notebook's namespace (a key that is not a name)")
         tampered = []
         if kind != "student":  # a key that is not a name could run code when the names are looked up: drop it unhashed
             items = list(gns.items())
@@ -582,9 +631,17 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                           + ". Changing the grader's tools earns no points.")
         for name in own:  # what a given or test cell binds is the grader's, whatever students rebind later
             if name in gns:
+                graveyard.append((trusted_names.get(name), ns.get(name)))
                 trusted_names[name] = ns[name] = gns[name]
+        out_text, out_dropped = captured(out_parts, out_counts)
+        err_text, err_dropped = captured(err_parts, err_counts)
         send_text([("index", index), ("nonce", nonce), ("status", status), ("ename", ename),
-                   ("evalue", evalue), ("stdout", stdout.text()), ("stderr", stderr.text()),
-                   ("dropped", stdout.dropped + stderr.dropped), ("result", result),
+                   ("evalue", evalue), ("stdout", out_text), ("stderr", err_text),
+                   ("dropped", out_dropped + err_dropped), ("result", result),
                    ("changed", sensitive), ("tampered", tampered), ("rebound", rebound),
-                   ("blocked", list(blocked))])
+                   ("blocked", [b for b in blocked if type(b) is str_type])])
+        return locals()
+
+    while True:
+        graveyard.append(step(receive()))
+

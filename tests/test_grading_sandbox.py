@@ -569,9 +569,104 @@ def hunt(frame):
     return False
 '''
 
+# What item 2's attacks do when the grader calls, formats or releases one of their objects: if that
+# happens while the guard is off, walk the frames to the grader's snapshot and empty it (so that
+# nothing is restored or noticed any more); then patch the tests' tools.
+DISARM = '''
+def disarm():
+    import sys
+    try:
+        f = sys._getframe(1)
+        while f is not None:
+            for obj in list(f.f_locals.values()):
+                for attr in ("modules", "classes", "functions", "containers"):
+                    if type(getattr(obj, attr, None)) is list:
+                        getattr(obj, attr).clear()
+            f = f.f_back
+    except Exception:
+        pass
+    import course.compare as c
+    c.assert_matches = lambda *a, **k: None
+    c.assert_equal = lambda *a, **k: None
+'''
+
 # Attacks by class (issue 14's items), each {exercise id: (test kind, answer cell)}. In an answer
 # cell, `WRONG` is replaced by the wrong answer's body, `FN` by the function's name.
 ATTACKS = {
+    2: {
+        # a sys.stdout that the kernel drops after the cell: its finalizer
+        "ex_stdout_finalizer": ("dbl", DISARM + '''import sys
+class Out:
+    def write(self, text):
+        return len(text)
+    def flush(self):
+        pass
+    def __del__(self):
+        disarm()
+sys.stdout = Out()
+sys.stderr = Out()
+def FN(x):
+    WRONG'''),
+        # hooks and a weakref callback on what the kernel holds
+        "ex_hooks_finalizer": ("dbl", DISARM + '''import sys, weakref
+class Hook:
+    def __call__(self, *a):
+        disarm()
+    def __del__(self):
+        disarm()
+sys.displayhook = sys.excepthook = sys.unraisablehook = Hook()
+class Held:
+    pass
+held = Held()
+weakref.finalize(held, disarm)
+sys.stdout.held = held
+del held
+def FN(x):
+    WRONG'''),
+        # an exception whose message, repr and finalizer are the student's
+        "ex_exception_message": ("tri", DISARM + '''class Loud(Exception):
+    def __str__(self):
+        disarm()
+        return "wrong"
+    __repr__ = __str__
+    def __del__(self):
+        disarm()
+def FN(n):
+    raise Loud()'''),
+        # a key in a protected module's namespace whose __hash__ and __eq__ run when it is looked up
+        "ex_odd_key": ("dbl", DISARM + '''import course.compare
+class Key:
+    def __hash__(self):
+        disarm()
+        return hash("assert_matches")
+    def __eq__(self, other):
+        disarm()
+        return False
+vars(course.compare)[Key()] = 1
+def FN(x):
+    WRONG'''),
+        # a module class that answers for the module: the tests' compare, and sys itself
+        "ex_module_class": ("dbl", DISARM + '''import types, course.compare
+class Lying(types.ModuleType):
+    def __getattribute__(self, name):
+        if name in ("assert_matches", "assert_equal"):
+            return lambda *a, **k: None
+        return super().__getattribute__(name)
+course.compare.__class__ = Lying
+def FN(x):
+    WRONG'''),
+        "ex_sys_class": ("dbl", DISARM + '''import sys, types
+class LyingSys(types.ModuleType):
+    def __getattribute__(self, name):
+        if name in ("meta_path", "path_hooks", "modules"):
+            disarm()
+        return super().__getattribute__(name)
+sys.__class__ = LyingSys
+def FN(x):
+    WRONG'''),
+        "ex_ok_after_finalizers": ("dbl", "def FN(x):\n    HONEST"),
+        "ex_ok_after_finalizers_tri": ("tri", "def FN(n):\n    HONEST"),
+    },
     1: {
         # a handler on a timer: it fires inside the test (its frame's f_back is whoever ran the cell)
         "ex_signal_timer": ("dbl", FRAME_HUNT + '''import signal
