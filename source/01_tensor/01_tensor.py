@@ -452,6 +452,15 @@ def chain_text(ops, name="x") -> str:
     return name + "".join(str(op) for op in ops)
 
 
+def short(x) -> str:
+    """x's repr, cut at 60 characters; a tensor's layout where its repr fails (strides past its storage)."""
+    try:
+        text = repr(x)
+    except Exception:
+        text = f"a tensor of {layout(x)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
+    return text if len(text) <= 60 else text[:60]
+
+
 def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
@@ -503,7 +512,7 @@ def same_outcome(ours_call, torch_call, what: str, base=None, exact_layout=True)
             return None
         except Exception as e2:
             fail(what, f"raised {type(e2).__name__} ({e2}) but torch raises {expected.__name__} ({e})")
-        fail(what, f"returned {got!r:.60} but torch raises {expected.__name__} ({e})")
+        fail(what, f"returned {short(got)} but torch raises {expected.__name__} ({e})")
     try:
         ours = ours_call()
     except NotImplementedError:
@@ -681,8 +690,10 @@ def random_op(draw, t, names, errors=True):
         return Op(name, max(n, 1), 0) if bad else Op(name, _dim(draw, n), _dim(draw, n))
     if name == "permute":
         dims = _permutation(draw, n)
-        if bad:
-            dims = dims + [0] if n < 2 else dims[:-1] + [dims[0]]
+        if bad and n < 2:
+            dims = dims + [0]
+        elif bad:  # a dim named twice, often in its other spelling (0 and -n are the same dim)
+            dims = dims[:-1] + [dims[0] + n if dims[0] < 0 else dims[0] - n if draw(0, 1) else dims[0]]
         return Op(name, *dims)
     if name in ("view", "reshape"):
         dims = _new_shape(draw, shape)
@@ -702,7 +713,10 @@ def random_op(draw, t, names, errors=True):
             return Op(name, _dim(draw, n))
         if kind == 2:
             return Op(name, ones[draw(0, len(ones) - 1)])
-        return Op(name, tuple(d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]))
+        dims = [d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]]
+        if draw(0, 5) == 0:  # a dim named twice, in its other spelling: torch refuses it
+            dims.append(dims[0] + n if dims[0] < 0 else dims[0] - n)
+        return Op(name, tuple(dims))
     if name == "flatten":
         a, b = sorted([draw(0, max(n, 1) - 1), draw(0, max(n, 1) - 1)])
         if bad and a < b:
@@ -1321,6 +1335,8 @@ def test_transposes(draw):
 
 
 for_random_inputs(test_transposes, 150)
+for shape, dims in [((3, 4), (0, -2)), ((3, 4), (-1, 1)), ((2, 3, 4), (2, 0, -1)), ((2, 3, 4), (-3, 1, 0))]:
+    check_chain(torch.arange(24.)[:math.prod(shape)].reshape(shape), [Op("permute", *dims)])  # one dim in two spellings
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1335,7 +1351,8 @@ for_random_inputs(test_transposes, 150)
 #   `(3, 4)/(4, 1).unsqueeze(1)` has stride `(4, 4, 1)`;
 # - `squeeze(dim=None)` removes dims of size 1: all of them, or only `dim` (an
 #   int or a tuple of ints) — and only where the size really is 1; asking to
-#   squeeze a dim of size 3 is allowed and does nothing;
+#   squeeze a dim of size 3 is allowed and does nothing, naming a dim twice
+#   (in any spelling: `-1` is the last dim) is a `RuntimeError`;
 # - `flatten(start_dim=0, end_dim=-1)` merges the dims from `start_dim` to
 #   `end_dim` (both included) into one, with `reshape` — so it is a view when it
 #   can be and **a copy when it must**. A 0-dim tensor flattens to shape `(1,)`;
@@ -1361,9 +1378,12 @@ class SizeOneDims:
         ### BEGIN SOLUTION
         n = self.dim()
         if dim is None:
-            dims = set(range(n))
+            dims = list(range(n))
         else:
-            dims = {wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+            dims = [wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+            for d in dims:
+                if dims.count(d) > 1:
+                    raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
         keep = [d for d in range(n) if not (d in dims and self._shape[d] == 1)]
         return Tensor(self._storage, [self._shape[d] for d in keep], [self._stride[d] for d in keep], self._offset)
         ### END SOLUTION
@@ -1401,6 +1421,9 @@ def test_size_one_dims(draw):
 
 
 for_random_inputs(test_size_one_dims, 150)
+y = x[:1, :, :1]                                                   # shape (1, 3, 1)
+for dims in [(0, -3), (2, -1, 0), (-1, 2), (1, -2)]:               # one dim in two spellings: torch raises
+    check_chain(y, [Op("squeeze", dims)], "y")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2059,6 +2082,14 @@ expect_inplace("add_", y.expand(2, 3), 1.0, "y.expand(2, 3)")           # torch:
 expect_inplace("mul_", y, torch.ones(2, 3), "y")                        # torch: RuntimeError (y cannot grow)
 expect_inplace("add_", torch.tensor([True, False]), 1)                  # torch: RuntimeError (int64 into bool)
 expect_binary("sub", torch.tensor([True, False]), 1)                    # torch: RuntimeError
+# a number of a higher kind than the tensor's lifts the result to its kind: 2.5 is never rounded to an integer
+for t in (torch.tensor([[3, -2, 0], [1, 5, -4]]), torch.tensor([[True, False, True], [False, False, True]])):
+    for number in (2.5, -0.75, 3):
+        for op in BINARY:
+            kind = f"the Python {type(number).__name__}"
+            for a, b, a_text, b_text in ((t, number, "a", kind), (number, t, kind, "a")):
+                if usable(op, a, b):
+                    expect_binary(op, a, b, a_text, b_text)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2193,8 +2224,10 @@ def test_reductions(draw):
         expect_reduction(x, name, _dim(draw, n), **kwargs)
     else:
         dims = sorted({draw(0, max(n, 1) - 1) for _ in range(draw(1, 3))})
-        dims = tuple(d - max(n, 1) if draw(0, 1) else d for d in dims)
-        expect_reduction(x, name, dims, **kwargs)
+        dims = [d - max(n, 1) if draw(0, 1) else d for d in dims]
+        if draw(0, 5) == 0:  # a dim named twice, in its other spelling: torch refuses it
+            dims.insert(draw(0, len(dims)), dims[0] + max(n, 1) if dims[0] < 0 else dims[0] - max(n, 1))
+        expect_reduction(x, name, tuple(dims), **kwargs)
 
 
 for_random_inputs(test_reductions, 250)
@@ -2203,6 +2236,10 @@ expect_reduction(torch.empty(0, 3), "max", 0)                            # torch
 expect_reduction(torch.empty(0, 3), "sum", 0)
 expect_reduction(torch.tensor(2.5), "max", 0)
 expect_reduction(torch.tensor([[1, 7, 7]]), "argmax", 1, keepdim=True)   # ties: the first
+for t, dims in [(x, (1, -1)), (x, (-2, 0)), (torch.ones(2, 3, 4), (0, 2, -3)), (torch.tensor(2.5), (0, -1))]:
+    for name in ("sum", "mean"):                                         # one dim in two spellings: torch raises
+        expect_reduction(t, name, dims)
+        expect_reduction(t, name, dims, keepdim=True)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -867,6 +867,17 @@ compare.assert_equal(out.grad_fn.next_functions[1], (None, 0), "Scale.apply(x, 1
 assert out.grad_fn.next_functions[0][0] is gradient_edge(x[0])[0], "next_functions[0] must be x's AccumulateGrad"
 compare.assert_equal(tuple(out.grad_fn.metadata[0]), (4,), "Scale.apply(x, 1.5).grad_fn.metadata[0] (the output's shape)")
 compare.assert_equal(out.grad_fn.metadata[1], out.dtype, "Scale.apply(x, 1.5).grad_fn.metadata[1] (the output's dtype)")
+Widen = twin("Widen", lambda ctx, x: x.double() if isinstance(x, torch.Tensor) else from_numpy(x.numpy().astype(np.float64)),
+             lambda ctx, grad: grad)
+a, b = leaf_pair(inputs.randn(3, 1), True), leaf_pair(inputs.randn(4), inputs.randint(0, 1) > 0)
+for pair, args, text in [(Total, [a], "Total.apply(a)"), (Times, [a, b], "Times.apply(a, b)"),
+                         (Plus, [b, a], "Plus.apply(b, a)"), (Widen, [a], "Widen.apply(a) (float32 in, float64 out)")]:
+    out, out_theirs = expect_same_call(pair, args, f"{text} where a: {describe(a[1])}, b: {describe(b[1])}")
+    where = f"where a: {describe(a[1])}, b: {describe(b[1])}"
+    compare.assert_equal(tuple(out.grad_fn.metadata[0]), tuple(out_theirs.shape),
+                         f"{text}.grad_fn.metadata[0] (the shape of the output, not of an input) {where}")
+    compare.assert_equal(out.grad_fn.metadata[1].name, str(out_theirs.dtype).replace("torch.", ""),
+                         f"{text}.grad_fn.metadata[1] (the dtype of the output, not of an input) {where}")
 needs = []
 
 
@@ -1167,6 +1178,23 @@ expect_backward([], [x], "x.backward(g) on a leaf x", inputs.noncontiguous(torch
 compare.assert_no_shared_memory(x[0].grad, x[0], "x.grad after x.backward(g)")
 compare.assert_raises(RuntimeError, x[0].backward, "x.backward(g) with g of shape (3, 2) for x of shape (2, 3)",
                       from_torch(torch.ones(3, 2)))
+# a gradient of any other shape is refused (torch: "Mismatch in shape"), even one that would broadcast, and
+# before anything reaches a .grad: on a leaf without .grad, on a leaf with one, on a computed tensor
+for shape, wrong in [((2, 3), (3, 2)), ((2, 3), (1, 3)), ((2, 3), (6,)), ((3,), ()), ((), (1,)), ((1,), ())]:
+    for root in ("a leaf x without .grad", "a leaf x with a .grad", "x * x"):
+        x = leaf_pair(inputs.randn(shape), True)
+        if root == "a leaf x with a .grad":
+            x[0].backward(from_torch(torch.ones(shape)))
+            x[1].backward(torch.ones(shape))
+        kept = None if x[0].grad is None else x[0].grad.to_torch().clone()
+        out, out_theirs = (Times[0].apply(x[0], x[0]), Times[1].apply(x[1], x[1])) if root == "x * x" else x
+        what = f"({root}).backward(g) with g of shape {wrong} for a result of shape {shape}"
+        compare.assert_raises(RuntimeError, out_theirs.backward, f"{what} (in torch)", torch.ones(wrong))
+        compare.assert_raises(RuntimeError, out.backward, what, from_torch(torch.ones(wrong)))
+        if kept is None:
+            assert x[0].grad is None, f"{what} raised, but left a .grad on x: check the gradient's shape first"
+        else:
+            compare.assert_matches(x[0].grad, kept, f"x.grad after the refused {what}: check the gradient's shape first")
 
 
 class ToDouble(Function):  # a float64 gradient for a float32 input: the engine casts it
@@ -1487,7 +1515,13 @@ def expect_op(f, args, what, requires_grad=None, gradient=None):
         assert ours.grad_fn is not None, f"{what}: the result was not recorded (it has no grad_fn)"
     if gradient is None:
         gradient = inputs.noncontiguous(inputs.randn(theirs.shape, dtype=theirs.dtype))
-    ours.backward(from_torch(same_layout_copy(gradient)))
+    try:
+        ours.backward(from_torch(same_layout_copy(gradient)))
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise AssertionError(f"{what}: backward(g) raised {type(e).__name__} ({e}), but torch's backward runs, for g: "
+                             f"{describe(gradient)}{inputs.replay_hint()}") from None
     theirs.backward(gradient)
     # float32 gradients of a chain like a.exp().tanh().exp() carry rounding torch's own result shows:
     # measured against float64, it widens the tolerance where the chain is ill-conditioned
@@ -2520,9 +2554,14 @@ def random_view(t: torch.Tensor):
         return ".mT", lambda x: x.mT
     if kind in ("view", "reshape"):
         dims = list(shape)
-        if len(dims) >= 2 and inputs.randint(0, 1):
+        split = [i for i, size in enumerate(dims) if size % 2 == 0 and size > 2]
+        how = inputs.randint(0, 2)
+        if how == 0 and len(dims) >= 2:  # merge two dims
             i = inputs.randint(0, len(dims) - 2)
             dims[i:i + 2] = [dims[i] * dims[i + 1]]
+        elif how == 1 and split:  # split one (its backward must merge them again, whatever layout grad has)
+            i = inputs.choice(split)
+            dims[i:i + 1] = [2, dims[i] // 2]
         else:
             dims.insert(inputs.randint(0, len(dims)), 1)
         if dims and inputs.randint(0, 2) == 0:
@@ -2582,6 +2621,18 @@ for _ in range(150):
         t = t.transpose(0, -1)
     text, f = random_view_chain(t, inputs.randint(1, 4))
     expect_op(f, [t], text)
+# a view's backward gets the gradient in whatever layout the next op's backward made: here a transposed one,
+# whose dims a .view cannot merge back (a .reshape can)
+VIEWS_THEN_TRANSPOSES = {
+    "a.view(2, 3, 4).transpose(1, 2)": (lambda a: a.view(2, 3, 4).transpose(1, 2), (6, 4)),
+    "a.view(3, 2, 4).permute(2, 0, 1)": (lambda a: a.view(3, 2, 4).permute(2, 0, 1), (6, 4)),
+    "a.reshape(2, 2, 6).mT": (lambda a: a.reshape(2, 2, 6).mT, (4, 6)),
+    "a.view(4, 2, 3).transpose(0, 2)[1:]": (lambda a: a.view(4, 2, 3).transpose(0, 2)[1:], (2, 4, 3)),
+    "a.unsqueeze(0).view(2, 2, 3).mT.flatten()": (lambda a: a.unsqueeze(0).view(2, 2, 3).mT.flatten(), (4, 3)),
+}
+for text, (f, shape) in VIEWS_THEN_TRANSPOSES.items():
+    t = inputs.randn(shape, dtype=inputs.choice([torch.float32, torch.float64]))
+    expect_op(f, [t], text + " (the gradient reaches the view's backward transposed)")
 for _ in range(20):  # two chains of views from one leaf: its .grad gathers both
     t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(1, 3), size=(2, 4)), dtype=torch.float64))
     ours, theirs = leaf_pair(t, True)

@@ -1159,9 +1159,15 @@ def expect_state_dict(pair: ModelPair, keep_vars=False, prefix=""):
                                              f"{what}[{key!r}] (the same memory as the tensor it saves) {pair.where()}")
     round_trip, want = torch_state_dict(pair.ours), pair.theirs.state_dict()
     compare.assert_equal(list(round_trip), list(want), f"the keys of torch_state_dict(m0) {pair.where()}")
+    model = pair.ours.state_dict()
     for key, value in round_trip.items():
         assert isinstance(value, torch.Tensor), f"torch_state_dict(m0)[{key!r}] must be a torch tensor"
         compare.assert_matches(value, want[key], f"torch_state_dict(m0)[{key!r}]")
+        before = model[key].to_torch().clone()
+        value += 1  # a copy: editing it leaves the model alone
+        assert torch.equal(model[key].to_torch(), before), (
+            f"torch_state_dict(m0)[{key!r}] shares memory with the model: writing into it changed m0's tensor. "
+            f"It must be a copy {pair.where()}")
 
 
 def scrambled(state: dict, pair: ModelPair) -> OrderedDict:
@@ -1655,6 +1661,17 @@ print("visible tests passed")
 for _ in range(30):
     pair = random_pair()
     expect_repr(pair.ours, pair.theirs, f"m0 {pair.where()}")
+for nn_text in ["", "n=3", "two\nlines"]:  # an extra_repr and children: every line inside, one per line
+    for inner_text in ["", "k=1"]:
+        mine, theirs = (Affine.make(nn, 3, nn_text) for nn in (OUR_NN, torch.nn))
+        with_none = inputs.randint(0, 1) > 0
+        for m, nn in ((mine, OUR_NN), (theirs, torch.nn)):
+            m.inner = Affine.make(nn, 2, inner_text)
+            m.inner.deeper = Affine.make(nn, 2, "k=2")
+            if with_none:
+                m.add_module("nothing", None)
+        expect_repr(mine, theirs, f"Scale with extra_repr {nn_text!r} and a child Scale (extra_repr {inner_text!r}) "
+                                  "that has a child of its own")
 for _ in range(10):
     logs = [], []
     pair_modules = Affine.make(OUR_NN, 4, "x"), Affine.make(torch.nn, 4, "x")

@@ -896,6 +896,9 @@ def run_steps(opt, opt_theirs, mine, theirs, steps: int, what: str, seed: int, f
         for i, (m, t) in enumerate(zip(mine, theirs)):
             compare.assert_matches(m, t.detach(), f"parameter {i} ({describe(t)}) after step {step + 1} of {what}{hole}")
             assert m.is_leaf and m.requires_grad, f"parameter {i} is no longer a leaf that requires grad after step()"
+            if t.grad is not None:  # torch's step reads .grad and leaves it as it was
+                compare.assert_matches(m.grad, t.grad, f"parameter {i}'s .grad after step {step + 1} of {what}: step() "
+                                                       "must not change the gradient it reads")
 
 
 def race(make, make_theirs, shapes, groups, what: str, dtype=torch.float32, steps: int = 20):
@@ -1857,7 +1860,7 @@ class Spy(Module):
         return self.inner(x)
 
 
-def model_pair(sizes, dropout=False):
+def model_pair(sizes, dropout=False, dtype=torch.float32):
     """(your MLP, torch's) with the same weights: Linear, ReLU, Linear, ..."""
     layers = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
@@ -1866,13 +1869,15 @@ def model_pair(sizes, dropout=False):
             layers.append(("ReLU",))
     theirs = torch.nn.Sequential(*[getattr(torch.nn, name)(*args) for name, *args in layers])
     mine = Sequential(*[{"Linear": Linear, "ReLU": ReLU}[name](*args) for name, *args in layers])
+    if dtype == torch.float64:
+        theirs, mine = theirs.double(), mine.double()
     mine.load_state_dict(theirs.state_dict())
     return mine, theirs
 
 
-def batches_pair(n, features, classes, batch_size):
+def batches_pair(n, features, classes, batch_size, dtype=torch.float32):
     """(your batches, torch's): a list of (x, y) pairs, the last one smaller when batch_size does not divide n."""
-    x = inputs.randn((n, features))
+    x = inputs.randn((n, features), dtype=dtype)
     y = torch.randint(0, classes, (n,), generator=inputs.generator())
     theirs = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
     return [(ours(a), ours(b)) for a, b in theirs], theirs
@@ -2054,22 +2059,23 @@ def torch_fit(model, batches, val_batches, lr, epochs, halve, patience):
 
 
 def near_tie(history) -> bool:
-    """Whether two validation losses are so close that float rounding could order them either way."""
+    """Whether two validation losses are so close, yet not equal, that float rounding could order them either way."""
     losses = [r["val_loss"] for r in history]
-    return any(abs(a - b) < 1e-4 * max(abs(a), 1) for i, a in enumerate(losses) for b in losses[:i])
+    return any(0 < abs(a - b) < 1e-4 * max(abs(a), 1) for i, a in enumerate(losses) for b in losses[:i])
 
 
 def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what):
-    mine, theirs = model_pair(sizes)
-    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size)
-    val, val_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size)
+    # in float64: epochs of SGD at lr=1.0 amplify float32's rounding (yours and torch's differ) past its tolerance
+    mine, theirs = model_pair(sizes, dtype=torch.float64)
+    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64)
+    val, val_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64)
     # the same fit in float64: each step's rounding grows over a run at lr=1.0, and torch's own float32
     # history lies as far from this one as a correct answer may lie from torch's
     theirs64 = copy.deepcopy(theirs).double()
     in64 = lambda pairs: [(x.double(), y) for x, y in pairs]  # noqa: E731
     history_theirs, snapshots, best_epoch = torch_fit(theirs, batches_theirs, val_theirs, lr, epochs, halve, patience)
     if near_tie(history_theirs):
-        return False
+        return None
     history64 = torch_fit(theirs64, in64(batches_theirs), in64(val_theirs), lr, epochs, halve, patience)[0]
     if len(history64) != len(history_theirs):
         history64 = [{} for _ in history_theirs]  # float64 stopped at another epoch: no measure of the rounding
@@ -2106,23 +2112,35 @@ def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_check
         for key, value in state.items():
             compare.assert_matches(mine.state_dict()[key], value, f"{key} after fit(...) {what}: {where}",
                                    exact=weights64.get(key))
-    return True
+    return len(history_theirs), best_epoch
 
 
 expect_same_fit([3, 6, 2], 8, 4, 0.2, 3, False, None, False, "for 3 epochs")
 expect_same_fit([3, 6, 2], 8, 4, 0.2, 3, True, None, True, "for 3 epochs, halving the lr, with a checkpoint")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-done = 0
-while done < 8:
+done = stopped = rewound = tries = 0
+while done < 8 or stopped < 2 or rewound < 2:  # until early stopping and going back to a best epoch have both happened
+    tries += 1
+    assert tries <= 80, f"only {done} random fits were usable ({stopped} stopped early, {rewound} went back); the test needs more"
     sizes = [inputs.randint(2, 5), inputs.randint(8, 16), inputs.randint(2, 4)]
     n, batch_size = inputs.randint(6, 16), inputs.randint(2, 5)
     lr, epochs = inputs.choice([0.3, 1.0]), inputs.randint(3, 12)
     halve, patience, use_checkpoint = inputs.randint(0, 1) == 1, inputs.choice([None, 1, 2, 3]), inputs.randint(0, 2) > 0
+    if done >= 8:  # the runs that are still missing
+        lr, epochs, patience, use_checkpoint = 1.0, inputs.randint(8, 12), inputs.choice([1, 2]), True
     what = (f"for an MLP {'-'.join(map(str, sizes))}, {n} samples in batches of {batch_size}, lr={lr}, {epochs} epochs, "
             f"{'halving the lr, ' if halve else ''}patience={patience}, {'with' if use_checkpoint else 'without'} "
             "a checkpoint")
-    done += expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what)
+    ran = expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what)
+    if ran is not None:
+        done += 1
+        stopped += ran[0] < epochs
+        rewound += use_checkpoint and ran[1] < ran[0]
+for patience, use_checkpoint in [(2, True), (1, False), (None, True)]:  # a val_loss equal to the best is no improvement
+    expect_same_fit([3, 6, 2], 8, 4, 0.0, 5, False, patience, use_checkpoint,
+                    f"with lr=0.0, 5 epochs, patience={patience}, {'with' if use_checkpoint else 'without'} a checkpoint: "
+                    "every epoch's val_loss ties with the first one's, and a tie is no improvement")
 ### END HIDDEN TESTS
 
 # %% [markdown]

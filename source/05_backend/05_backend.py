@@ -1312,15 +1312,24 @@ def poisoned(shape, dtype=torch.float32, device=KERNEL_DEVICE, margin=0):
     if dtype == torch.bool:  # a bool has no poison value: bytes 0xAB, which a kernel that writes turns to 0 or 1
         whole = torch.full((n + 2 * margin,), 0xAB, dtype=torch.uint8, device=device)
         return whole[margin:margin + n].view(torch.bool).view(shape), whole
-    whole = torch.full((n + 2 * margin,), float("nan") if dtype.is_floating_point else -77777, dtype=dtype,
-                       device=device)
+    if dtype in POISON_BITS:  # a NaN with a payload of its own: a kernel's 0 / 0 is another NaN
+        bits_type, bits = POISON_BITS[dtype]
+        whole = torch.full((n + 2 * margin,), bits, dtype=bits_type, device=device).view(dtype)
+    else:
+        whole = torch.full((n + 2 * margin,), float("nan") if dtype.is_floating_point else -77777, dtype=dtype,
+                           device=device)
     return whole[margin:margin + n].view(shape), whole
+
+
+POISON_BITS = {torch.float32: (torch.int32, 0x7FD1CE05), torch.float64: (torch.int64, 0x7FFADE0000000005)}
 
 
 def unwritten(out: torch.Tensor) -> torch.Tensor:
     """Where `out` still holds poison."""
     if out.dtype in (torch.bool, torch.uint8):
         return out.view(torch.uint8) == 0xAB
+    if out.dtype in POISON_BITS:
+        return out.view(POISON_BITS[out.dtype][0]) == POISON_BITS[out.dtype][1]
     return torch.isnan(out) if out.dtype.is_floating_point else out == -77777
 
 
@@ -2831,12 +2840,13 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
 
 
 # %% tests="ex_softmax" points=3
-def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, max_blocks=MAX_BLOCKS):
+def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, max_blocks=MAX_BLOCKS, shift=0.0):
     """Your rows against torch's, within the error of a sum of `cols` terms in `dtype` (and a few ulps of exp)."""
-    x = (inputs.randn(rows, cols, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    x = (inputs.randn(rows, cols, dtype=dtype) * scale + shift).to(KERNEL_DEVICE)
     out, whole = poisoned((rows, cols), dtype, margin=8)
     what = (f"launch_softmax(out, x{', log=True' if log else ''}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
-            f" where x: {describe(x)}{f' times {scale}' if scale != 1 else ''} on {KERNEL_DEVICE}")
+            f" where x: {describe(x)}{f' times {scale}' if scale != 1 else ''}{f' plus {shift}' if shift else ''}"
+            f" on {KERNEL_DEVICE}")
     with launching(what):
         launch_softmax(out, x, log, max_blocks=max_blocks)
     expected = torch.log_softmax(x, 1) if log else torch.softmax(x, 1)
@@ -2860,6 +2870,10 @@ for _ in range(6):
     expect_softmax_rows(inputs.randint(1, 8), inputs.choice([1, 2, 255, 256, 257, inputs.randint(1, 700)]),
                         inputs.choice([torch.float32, torch.float64]), inputs.choice([False, True]),
                         inputs.choice([1.0, 10.0, 80.0]), inputs.choice([MAX_BLOCKS, 1, 3]))
+for dtype in (torch.float32, torch.float64):  # rows whose values are all far below 0 (or far above)
+    for log in (False, True):
+        expect_softmax_rows(inputs.randint(1, 4), inputs.choice([1, 7, 300]), dtype, log, shift=-1000.0)
+    expect_softmax_rows(2, inputs.choice([3, 260]), dtype, inputs.choice([False, True]), shift=1000.0)
 for _ in range(3):  # through the backend, backward included
     t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(1, 3), size=(1, 6))) * 3)
     dim, log = inputs.randint(-t.dim(), t.dim() - 1), inputs.choice([False, True])

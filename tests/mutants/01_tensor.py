@@ -39,6 +39,24 @@ def _mutate(exercise: str, *replacements: tuple[str, str]) -> str:
     return code
 
 
+# A dims argument wrapped, then checked for repeats (the solutions), and the same check made before wrapping.
+_REPEATS = """{pad}{wrapped} = [wrap_dim(d, {n}) for d in {given}]
+{pad}for d in {wrapped}:
+{pad}    if {wrapped}.count(d) > 1:
+{pad}        raise RuntimeError(f"dim {{d}} appears multiple times in the list of dims")
+"""
+_REPEATS_FIRST = """{pad}given = {given}
+{pad}for d in given:
+{pad}    if given.count(d) > 1:
+{pad}        raise RuntimeError(f"dim {{d}} appears multiple times in the list of dims")
+{pad}{wrapped} = [wrap_dim(d, {n}) for d in given]
+"""
+
+
+def _indented(template: str, indent: int, **fields) -> str:
+    return template.format(pad=" " * indent, **fields)
+
+
 MUTANTS = {
     "ex_strides": {
         "column-major strides (the first dim varies fastest)": _mutate(
@@ -109,6 +127,12 @@ MUTANTS = {
                              "        return Tensor(self._storage, [self._shape[d] for d in inverse], [self._stride[d] for d in inverse], self._offset)")),
         "permute accepts repeated dims": _mutate(
             "ex_transpose", ("        if len(set(dims)) != n:\n            raise RuntimeError(\"permute(): duplicate dims are not allowed.\")\n", "")),
+        "permute looks for repeated dims before wrapping them, so (0, -2) on 2 dims passes": _mutate(
+            "ex_transpose", ("        dims = [wrap_dim(d, n) for d in dims]\n        if len(set(dims)) != n:\n"
+                             "            raise RuntimeError(\"permute(): duplicate dims are not allowed.\")\n",
+                             "        if len(set(dims)) != n:\n"
+                             "            raise RuntimeError(\"permute(): duplicate dims are not allowed.\")\n"
+                             "        dims = [wrap_dim(d, n) for d in dims]\n")),
         "transpose copies (a copy where a view was due)": _mutate(
             "ex_transpose", ("        return Tensor(self._storage, shape, stride, self._offset)",
                              "        return Tensor(self._storage, shape, stride, self._offset).clone()")),
@@ -119,6 +143,11 @@ MUTANTS = {
         "squeeze(dim) removes the dim even when its size is not 1": _mutate(
             "ex_unsqueeze", ("keep = [d for d in range(n) if not (d in dims and self._shape[d] == 1)]",
                              "keep = [d for d in range(n) if not (d in dims and (dim is not None or self._shape[d] == 1))]")),
+        "squeeze looks for repeated dims before wrapping them, so (0, -3) on 3 dims passes": _mutate(
+            "ex_unsqueeze", (_indented(_REPEATS, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
+                                             n="n", indent=12),
+                             _indented(_REPEATS_FIRST, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
+                                                   n="n", indent=12))),
         "flatten returns a view where torch copies": _mutate(
             "ex_unsqueeze", ("return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])",
                              "new_shape = self._shape[:start] + (merged,) + self._shape[end + 1:]\n"
@@ -187,6 +216,10 @@ MUTANTS = {
                                "dtype = self.dtype")),
         "in place lets the tensor grow to the broadcast shape": _mutate(
             "ex_elementwise", ("        if result.shape != self._shape:\n", "        if False:\n")),
+        "a Python number is first put in the tensor's dtype (2.5 becomes 2 next to an int64 tensor)": _mutate(
+            "ex_elementwise", ("            return dtype.numpy.type(x)",
+                               "            tensor = b if x is a else a\n"
+                               "            return dtype.numpy.type(np.asarray(x).astype(tensor.dtype.numpy))")),
         "the result takes the dtype of self, without promotion": _mutate(
             "ex_elementwise", ("        dtype = result_type(a, b)\n", "        dtype = self.dtype\n")),
     },
@@ -200,6 +233,11 @@ MUTANTS = {
         "max(dim) returns the values only": _mutate(
             "ex_reductions", ("return MaxResult(from_numpy(np.asarray(values)), from_numpy(np.asarray(indices, np.int64)))",
                               "return from_numpy(np.asarray(values))")),
+        "reduction_dims looks for repeated dims before wrapping them, so sum((1, -1)) passes": _mutate(
+            "ex_reductions", (_indented(_REPEATS, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
+                                              n="ndim", indent=4),
+                              _indented(_REPEATS_FIRST, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
+                                                    n="ndim", indent=4))),
         "a repeated dim is summed once": _mutate(
             "ex_reductions", ("    for d in dims:\n        if dims.count(d) > 1:\n", "    for d in []:\n        if dims.count(d) > 1:\n")),
     },

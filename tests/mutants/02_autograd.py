@@ -34,6 +34,12 @@ def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
     return code
 
 
+_VIEW_BACKWARD = """        return KERNELS["{op}"](x, shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.{method}(ctx.shape), None"""
+
 MUTANTS = {
     "ex_grad_mode": {
         "__exit__ switches grad mode on instead of restoring the mode it found":
@@ -74,6 +80,8 @@ MUTANTS = {
         "next_functions follows grad_fn only, so leaves get (None, 0)":
             _wrong("ex_function", ("gradient_edge(a) if isinstance(a, Tensor) else (None, 0)",
                                    "(a.grad_fn, 0) if isinstance(a, Tensor) else (None, 0)")),
+        "metadata describes the first input instead of the output":
+            _wrong("ex_function", ("ctx.metadata = (out.shape, out.dtype)", "ctx.metadata = (args[0].shape, args[0].dtype)")),
         "saved_tensors still answers after release_variables()":
             _wrong("ex_function", ("""        if self._released:
             raise RuntimeError(FREED)
@@ -106,6 +114,11 @@ MUTANTS = {
                     if dependencies[next_node] == 0:
                         ready.append(next_node)""", """                    if next_node not in ready:
                         ready.insert(0, next_node)""")),
+        "a given gradient's shape is not checked (a leaf without .grad takes it as it is)":
+            _wrong("ex_engine", ("""        elif tuple(gradient.shape) != tuple(self.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(gradient.shape)} and "
+                               f"output[0] has a shape of {tuple(self.shape)}.")
+""", "")),
         "saved tensors are never freed":
             _wrong("ex_engine", ("""                if not retain_graph:
                     node.release_variables()
@@ -152,6 +165,11 @@ MUTANTS = {
                                 "return grad.reshape(grad.shape[::-1] if len(grad.shape) == 2 else grad.shape), None, None")),
         "permute's backward applies the same permutation instead of its inverse":
             _wrong("ex_views", ("inverse[wrap_dim(d, n)] = i", "inverse[i] = wrap_dim(d, n)")),
+        "view's backward is a .view of the gradient, which fails when the gradient arrives transposed":
+            _wrong("ex_views", (_VIEW_BACKWARD.format(op="view", method="reshape"), _VIEW_BACKWARD.format(op="view", method="view"))),
+        "reshape's backward is a .view of the gradient":
+            _wrong("ex_views", (_VIEW_BACKWARD.format(op="reshape", method="reshape"),
+                                _VIEW_BACKWARD.format(op="reshape", method="view"))),
         "indexing's backward writes the gradient into the first elements, ignoring the view's strides":
             _wrong("ex_views", ("""        out = zeros(*ctx.shape, dtype=grad.dtype)
         out[ctx.key] = grad

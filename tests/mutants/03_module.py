@@ -172,6 +172,8 @@ MUTANTS = {
             _wrong("ex_state_dict", ("""                    error_msgs.append(f"size mismatch for {key}: copying a param with shape {size_text(value.shape)} "
                                       f"from checkpoint, the shape in current model is {size_text(param.shape)}.")
                     continue""", """                    continue""")),
+        "torch_state_dict shares memory with the model (no copy)":
+            _wrong("ex_state_dict", ("(key, value.to_torch().clone())", "(key, value.to_torch())")),
         "torch tensors are not converted":
             _wrong("ex_state_dict", ("value = as_ours(local_dict[key])", "value = local_dict[key]")),
         "keys of unknown sub-modules are not unexpected":
@@ -221,6 +223,8 @@ MUTANTS = {
             _wrong("ex_call_repr", ("output = self.forward(*args, **kwargs)", "output = self.forward(*args)")),
         "a one-line extra_repr is put on a line of its own":
             _wrong("ex_call_repr", ("if len(extra_lines) == 1 and not child_lines:", "if False:")),
+        "a one-line extra_repr goes inside the parentheses even when there are children, which are left out":
+            _wrong("ex_call_repr", ("if len(extra_lines) == 1 and not child_lines:", "if len(extra_lines) == 1:")),
         "a child's repr of several lines is not indented":
             _wrong("ex_call_repr", ("_addindent(repr(module), 2)", "repr(module)")),
         "children with a None value are left out of the repr":

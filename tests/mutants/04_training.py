@@ -103,6 +103,8 @@ MUTANTS = {
         "every group uses the constructor's lr":
             _wrong("ex_sgd", ('lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]',
                               'lr, momentum, dampening = self.defaults["lr"], group["momentum"], group["dampening"]')),
+        "weight decay is added into p.grad in place (torch leaves .grad as it was)":
+            _wrong("ex_sgd", ("grad = grad + weight_decay * param", "grad += weight_decay * param")),
         "the update is written to a copy, not to the parameter":
             _wrong("ex_sgd", ("param -= lr * grad", "param = param - lr * grad")),
     },
@@ -114,6 +116,8 @@ MUTANTS = {
             _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if False:")),
         "Adam decouples its decay, as AdamW does":
             _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if True:")),
+        "Adam's weight decay is added into p.grad in place":
+            _wrong("ex_adam", ("grad = grad + weight_decay * param", "grad += weight_decay * param")),
         "eps inside the square root":
             _wrong("ex_adam", ("denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps",
                                "denom = np.sqrt(v / (1 - beta2 ** t) + eps)")),
@@ -192,6 +196,8 @@ MUTANTS = {
             _wrong("ex_fit", ("""        model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
 """, "        pass\n")),
+        "a val_loss equal to the best counts as an improvement":
+            _wrong("ex_fit", ("if val_loss < best_loss:", "if val_loss <= best_loss:")),
         "early stopping one epoch late":
             _wrong("ex_fit", ("epoch - best_epoch >= patience", "epoch - best_epoch > patience")),
         "the lr is noted after the scheduler's step":

@@ -186,6 +186,8 @@ MUTANTS = {
             _wrong("ex_softmax", ("sum += exp(in[c] - m);", "sum += exp(in[c]);"),
                    ("o[c] = log_softmax ? in[c] - m - log(sum) : exp(in[c] - m) / sum;",
                     "o[c] = log_softmax ? in[c] - log(sum) : exp(in[c]) / sum;")),
+        "the running maximum starts at 0, not at the row's first element (a row far below 0 gives 0 / 0)":
+            _wrong("ex_softmax", ("T m = in[0];", "T m = 0;")),
         "no barrier between reading the maximum and writing the sums into `partial`":
             _wrong("ex_softmax", ("""        m = partial[0];
         __syncthreads();""", """        m = partial[0];""")),

@@ -512,9 +512,12 @@ class SizeOneDims:
     def squeeze(self, dim=None) -> "Tensor":
         n = self.dim()
         if dim is None:
-            dims = set(range(n))
+            dims = list(range(n))
         else:
-            dims = {wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+            dims = [wrap_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+            for d in dims:
+                if dims.count(d) > 1:
+                    raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
         keep = [d for d in range(n) if not (d in dims and self._shape[d] == 1)]
         return Tensor(self._storage, [self._shape[d] for d in keep], [self._stride[d] for d in keep], self._offset)
 
