@@ -69,6 +69,7 @@ class Snapshot:
         self.owner: dict[str, str] = {}  # dotted name of a class, function or table -> its module
         self.module_names: set[str] = set()
         self.code_ids: frozenset[int] = frozenset()  # every code object of the functions above (nested ones too)
+        self.object_ids: frozenset[int] = frozenset()  # the modules and classes above
 
     @classmethod
     def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
@@ -118,6 +119,7 @@ class Snapshot:
         snap.module_objects.append(("sys", sys, type(sys)))  # its namespace is the interpreter's, its class is not
         snap.module_names = {m[0] for m in snap.modules}
         snap.code_ids = frozenset(id(c) for f in snap.functions for c in _code_objects(f[2]))
+        snap.object_ids = frozenset([id(m[1]) for m in snap.module_objects] + [id(c[1]) for c in snap.classes])
         snap.sys_modules = {k: v for k, v in sys.modules.items() if k not in _MODULE_SKIP}
         snap.sys_lists = {name: (getattr(sys, name), list(getattr(sys, name))) for name in _SYS_LISTS}
         snap._restore, snap._module_of = _restorer(snap)
@@ -313,6 +315,15 @@ _CRITICAL_PREFIXES = ("course.", "autograder.", "picotorch.", "torch.testing.", 
                       "torch.autograd.", "numpy.core.", "numpy._core.")
 
 
+# The tests' tools: the modules (and their classes) whose state is checked, while a test runs, at
+# every "course.verify" event: where the comparison helpers use it, before each statement of a test
+# cell and at each round of a given helper's loops (see the kernel's verify()).
+TOOLS = frozenset({"builtins", "course", "course.compare", "course.inputs", "torch._tensor", "torch",
+                   "torch.functional", "torch.nn.functional", "torch.testing", "torch.testing._comparison", "numpy",
+                   "numpy.testing", "numpy.testing._private.utils", "math", "operator", "random", "functools",
+                   "itertools", "copy"})
+
+
 def critical(module: str) -> bool:
     return module in _CRITICAL_EXACT or module == "course" or module == "picotorch" \
         or (module + ".").startswith(_CRITICAL_PREFIXES) or module.startswith(_CRITICAL_PREFIXES)
@@ -390,7 +401,7 @@ def _code_objects(code) -> list:
     return found
 
 
-def install_guard(allow_native: bool = False, trusted_codes=()):
+def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     """Install the audit hook; return (set_untrusted, blocked, controls) where set_untrusted(bool)
     switches the policy on around notebook code, `blocked` lists what was refused, and
     `controls` (a dict of functions) is the grader's handle on what only the hook holds:
@@ -400,7 +411,15 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
       one runs, when only the grader's own code may draw from it or reseed it;
     - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
       own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code);
-    - "consumer"(function): one of the grader's that may read frames and hands none out."""
+    - "consumer"(function): one of the grader's that may read frames and hands none out;
+    - "verifier"(function): called, while a test runs, for every "course.verify" audit event (the
+      comparison helpers raise one where they use what they compare with, and the kernel one before
+      every statement of a test cell); it raises when the tests' tools were changed.
+
+    While notebook code runs, the hook also refuses what would patch the grader's code where it
+    cannot be checked later: a new __code__, __defaults__ or __kwdefaults__ for a function of the
+    libraries, the course or the notebook's given and test cells, and a new __class__ for a module
+    or class in `protected` (ids of the snapshot's)."""
     untrusted = [False]
     busy = [False]
     blocked: list[str] = []
@@ -419,6 +438,10 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
     # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
     grader_codes: set[int] = set(trusted_codes)
     keep_codes: list = []  # alive, so that their ids are never reused by a student's code
+    protected_ids = frozenset(protected)
+    function_type, code_of = types.FunctionType, types.FunctionType.__code__.__get__
+    code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+    verifier: list = [None]
 
     def on_behalf_of_consumer() -> bool:
         f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
@@ -463,6 +486,26 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
         elif draw is not None and op in ("random", "randint", "randrange"):
             box.append(draw(stream.getrandbits, stream.random, op, params))
 
+    def setattr_event(args) -> None:
+        if len(args) < 2 or type(args[1]) is not str_type:
+            return
+        name, obj = args[1], args[0]
+        if name in code_attrs and type(obj) is function_type:
+            busy[0] = True  # reading __code__ is an audit event too
+            try:
+                ours = get_id(code_of(obj)) in grader_codes
+            finally:
+                busy[0] = False
+            if not ours:
+                return
+            what = f"changing the grader's code ({name} of one of its functions)"
+        elif name == "__class__" and get_id(obj) in protected_ids:
+            what = "changing the class of one of the grader's modules or classes"
+        else:
+            return
+        append("object.__setattr__")
+        raise violation(f"{what} is not allowed while the notebook is graded; see the course's grading guide")
+
     def hook(event, args):
         if busy[0]:
             return
@@ -470,6 +513,16 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
             return inputs_event(args)
         if not untrusted[0]:
             return
+        if event == "course.verify":
+            if testing[0] and verifier[0] is not None:
+                busy[0] = True
+                try:
+                    verifier[0](args)
+                finally:
+                    busy[0] = False
+            return
+        if event == "object.__setattr__":
+            return setattr_event(args)
         if event in frame_events:
             pass
         elif event == "object.__getattr__":
@@ -512,7 +565,11 @@ def install_guard(allow_native: bool = False, trusted_codes=()):
     def consumer(fn) -> None:
         consumers[get_id(fn.__code__)] = fn.__globals__
 
-    controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code, "consumer": consumer}
+    def set_verifier(fn) -> None:
+        verifier[0] = fn
+
+    controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code, "consumer": consumer,
+                "verifier": set_verifier}
     return set_untrusted, blocked, controls
 
 

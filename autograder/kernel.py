@@ -22,6 +22,7 @@ import builtins
 import gc
 import json
 import marshal
+import operator
 import os
 import resource
 import signal
@@ -102,14 +103,59 @@ def _drop_privileges(uid: int | None) -> None:
         pass
 
 
-def _split_last_expression(source: str, filename: str):
-    """(body code, last-expression code or None), as IPython displays a cell's last value."""
+def _split_last_expression(source: str, filename: str, verify=None, every_statement: bool = True):
+    """(body code, last-expression code or None), as IPython displays a cell's last value.
+    With `verify` (a callable), a call to it is put before every statement, or only at the start of
+    every loop's body (see _with_checks)."""
     tree = ast.parse(source, filename=filename, mode="exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
+    if verify is not None:
+        tree = _with_checks(tree, every_statement)
     body = compile(tree, filename, "exec", dont_inherit=True)
-    return body, (compile(last, filename, "eval", dont_inherit=True) if last is not None else None)
+    last = compile(last, filename, "eval", dont_inherit=True) if last is not None else None
+    if verify is not None:
+        body = _bind_mark(body, verify)
+    return body, last
+
+
+VERIFY_MARK = "<course.verify>"  # a constant the compiled test code holds, then replaced by sys.audit itself
+
+
+def _with_checks(tree: ast.Module, every_statement: bool = True) -> ast.Module:
+    """`tree` with `VERIFY_MARK.__call__("course.verify", "statement")` before each of its statements, at every
+    depth (loop bodies, branches, the functions a test defines): once compiled and bound
+    (_bind_mark), each is a call of sys.audit that no name lookup reaches, so no rebinding or
+    patch can skip it, and the audit hook checks the tests' tools there (integrity.install_guard)."""
+
+    def check(at):
+        call = ast.Expr(ast.Call(func=ast.Attribute(value=ast.Constant(VERIFY_MARK), attr="__call__", ctx=ast.Load()),
+                                 args=[ast.Constant("course.verify"), ast.Constant("statement")], keywords=[]))
+        return ast.copy_location(call, at)
+
+    for node in ast.walk(tree):
+        if not every_statement:  # the given cells' helpers: once per round of each of their loops
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body:
+                node.body.insert(0, check(node.body[0]))
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and all(isinstance(st, ast.stmt) for st in stmts):
+                checked = []
+                for st in stmts:
+                    if not (isinstance(st, ast.ImportFrom) and st.module == "__future__"):
+                        checked.append(check(st))
+                    checked.append(st)
+                setattr(node, field, checked)
+    return ast.fix_missing_locations(tree)
+
+
+def _bind_mark(code: types.CodeType, value) -> types.CodeType:
+    """`code` (and the code nested in it) with the constant VERIFY_MARK replaced by `value`."""
+    consts = tuple(value if type(c) is str and c == VERIFY_MARK
+                   else _bind_mark(c, value) if type(c) is types.CodeType else c for c in code.co_consts)
+    return code.replace(co_consts=consts)
 
 
 def _bound_names(source: str) -> set[str]:
@@ -157,8 +203,14 @@ def _torch_quiet():
     torch = sys.modules.get("torch")
     if torch is None:
         return (lambda: None), (lambda: ""), (lambda: (lambda: None))
-    C = torch._C
+    C = torch._C  # its functions, captured now: torch._C's names can be rebound later, these cannot
     disable = C.DisableTorchFunction
+    len_functions, function_at, pop_function, push_function = (
+        C._len_torch_function_stack, C._get_function_stack_at, C._pop_torch_function_stack,
+        C._push_on_torch_function_stack)
+    len_dispatches, dispatch_at, pop_dispatch_stack, push_dispatch = (
+        C._len_torch_dispatch_stack, C._get_dispatch_stack_at, C._pop_torch_dispatch_stack,
+        C._push_on_torch_dispatch_stack)
     slots = [getattr(C._TorchDispatchModeKey, k) for k in ("FAKE", "PROXY", "FUNCTIONAL")
              if hasattr(getattr(C, "_TorchDispatchModeKey", None), k)]
     get_slot = getattr(C, "_get_dispatch_mode", None)
@@ -171,19 +223,19 @@ def _torch_quiet():
 
     def pop_dispatch():
         try:
-            return C._pop_torch_dispatch_stack(None)  # None: the user stack, not torch's own mode slots
+            return pop_dispatch_stack(None)  # None: the user stack, not torch's own mode slots
         except TypeError:  # older torch: no argument
-            return C._pop_torch_dispatch_stack()
+            return pop_dispatch_stack()
 
     def set_aside():
-        functions = [C._pop_torch_function_stack() for _ in range(C._len_torch_function_stack())]
-        dispatches = [pop_dispatch() for _ in range(C._len_torch_dispatch_stack())]
+        functions = [pop_function() for _ in range(len_functions())]
+        dispatches = [pop_dispatch() for _ in range(len_dispatches())]
 
         def put_back():
             for mode in reversed(functions):
-                C._push_on_torch_function_stack(mode)
+                push_function(mode)
             for mode in reversed(dispatches):
-                C._push_on_torch_dispatch_stack(mode)
+                push_dispatch(mode)
         return put_back
 
     def enter():
@@ -192,12 +244,12 @@ def _torch_quiet():
         return context
 
     def check() -> str:
-        for i in range(C._len_torch_function_stack()):
-            kind = type(C._get_function_stack_at(i))
+        for i in range(len_functions()):
+            kind = type(function_at(i))
             if kind is not default_device:
                 return f"torch's function mode stack (a {str.__str__(name_of(kind))})"
-        if C._len_torch_dispatch_stack():
-            return f"torch's dispatch mode stack (a {str.__str__(name_of(type(C._get_dispatch_stack_at(0))))})"
+        if len_dispatches():
+            return f"torch's dispatch mode stack (a {str.__str__(name_of(type(dispatch_at(0))))})"
         if get_slot is not None and any(get_slot(k) is not None for k in slots):
             return "torch's dispatch modes"
         if all_disabled is not None and not all_disabled():
@@ -350,6 +402,40 @@ def _cell_body(t: dict) -> None:
         t["status"], t["ename"], t["evalue"] = "error", "KeyboardInterrupt", "the cell was interrupted"
 
 
+def _version_tags(dicts: list) -> list | None:
+    """For each dict (or mappingproxy, for a class's namespace) a ctypes view of its version tag,
+    which CPython (3.11, 3.12) changes on every change of the dict; None where that does not hold."""
+    try:
+        import ctypes
+        where = ctypes.c_uint64.from_address  # the tag follows the object header and ma_used
+
+        def tag_of(d):
+            if type(d) is types.MappingProxyType:
+                d = ctypes.cast(ctypes.c_void_p.from_address(id(d) + 16).value, ctypes.py_object).value
+            if type(d) is not dict:
+                raise TypeError("not a dict")
+            return where(id(d) + 24)
+
+        probe = {}
+        cell = tag_of(probe)
+
+        class Probe:
+            pass
+
+        class_cell = tag_of(Probe.__dict__)
+        marks = [cell.value, class_cell.value]
+        probe["a"] = 1
+        Probe.a = 1
+        marks += [cell.value, class_cell.value]
+        probe["a"] = 2
+        marks.append(cell.value)
+        if marks[2] == marks[0] or marks[3] == marks[1] or marks[4] == marks[2]:
+            return None
+        return [tag_of(d) for d in dicts]
+    except Exception:
+        return None
+
+
 def _make_get_ipython(ns: dict):
     """Magics in student cells (`%timeit`) need an IPython shell; one is made on demand.
     The kernel never runs cells through it, so hooks registered on it have no effect."""
@@ -423,7 +509,9 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     torch_quiet, torch_check, torch_set_aside = _torch_quiet()
     _quiet_signals()
     capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
-    set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids)
+    set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids,
+                                                     snapshot.object_ids)
+    audit = sys.audit
     reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
     reseed_inputs(int(job["seed"]))
     controls["consumer"](_scrub)
@@ -456,6 +544,109 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     def interpreters(name: str) -> bool:
         """A name Python itself keeps in a module's namespace (__warningregistry__, __annotations__)."""
         return name.startswith("__") and name.endswith("__") and name != "__builtins__"
+
+    # ---- checked where they are used: while a test runs, each "course.verify" audit event (the
+    # comparison helpers raise one once they hold the student's result as values of their own; the
+    # test cell's code, one before each of its statements) checks, by identity, the namespaces and
+    # classes of the tools the tests use, the notebook's names, and torch's modes. A change found
+    # there (a patch that would undo itself before the cell ends) fails the test as tampering.
+    from autograder.integrity import TOOLS, SandboxViolation
+    immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: such a class cannot be patched at all
+    owners = dict(snapshot.owner)
+
+    mods = tuple((n, d, k, v, frozenset(k)) for n, d, k, v in snapshot.modules if n in TOOLS)
+    classes = tuple((w, cd, k, v, frozenset(k)) for w, klass, meta, bases, cd, k, v in snapshot.classes
+                    if owners.get(w) in TOOLS and not klass.__flags__ & immutable)
+    builtin_names = frozenset(k for k in builtins.__dict__ if not k.startswith("__"))
+    is_, len_, all_, map_, zip_, type_ = operator.is_, len, all, map, zip, type
+    dict_keys, dict_values, dict_get = dict.keys, dict.values, dict.get
+    proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
+        types.MappingProxyType.get
+    missing = object()
+    expected_gns: list = [()]
+    verify_found: list[str] = []
+
+    def module_changes(name, d, keys, values, key_set) -> list[str]:
+        if len_(d) == len_(keys) and all_(map_(is_, values, dict_values(d))) and all_(map_(is_, keys, dict_keys(d))):
+            return []
+        present = list(dict_keys(d))
+        if not all_([type_(k) is str_type for k in present]):
+            return [f"{name}[a key that is not a name]"]
+        moved = [k for k, v in zip_(keys, values) if dict_get(d, k, missing) is not v]
+        shadows = [k for k in present if k not in key_set and k in builtin_names]  # for the module's code
+        return [f"{name}.{k}" for k in moved + shadows]
+
+    def class_changes(where, cd, keys, values, key_set) -> list[str]:
+        if len_(cd) == len_(keys) and all_(map_(is_, values, proxy_values(cd))):
+            return []
+        return ([f"{where}.{k}" for k, v in zip_(keys, values) if proxy_get(cd, k, missing) is not v]
+                + [f"{where}.{k}" for k in list(proxy_keys(cd)) if k not in key_set
+                   and not k.startswith("__") and callable(proxy_get(cd, k))])
+
+    tables = tuple((w, c, items, keys) for w, c, items, keys in snapshot.containers if owners.get(w) in TOOLS)
+
+    def table_changes(where, table, items, keys) -> list[str]:
+        """A module-level table (torch's tolerances, compare's), edited in place: by identity."""
+        kind = type_(table)
+        if kind is dict:
+            same = len_(table) == len_(items) and all_(map_(is_, keys, dict_keys(table))) \
+                and all_(map_(is_, [v for _, v in items], dict_values(table)))
+        elif kind is list:
+            same = len_(table) == len_(items) and all_(map_(is_, items, table))
+        else:
+            ids = {id(x) for x in items}
+            same = len_(table) == len_(items) and all_([id(x) in ids for x in table])
+        return [] if same else [where]
+
+    def gns_changes() -> list[str]:
+        pairs = expected_gns[0]
+        if not pairs:
+            return []
+        if not all_([type_(k) is str_type for k in list(dict_keys(gns))]):
+            return ["the notebook's namespace (a key that is not a name)"]
+        return [f"the notebook's {k!r}" for k, v in pairs if dict_get(gns, k, missing) is not v]
+
+    # Each watched dict's version tag (PEP 509's ma_version_tag, which CPython bumps on every change
+    # of a dict): a check reads one number per dict and looks closer only at one that changed. Where
+    # the tag cannot be read (another Python), every check compares every entry.
+    watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes]
+    tags = _version_tags([entry[1] for _, entry in watched] + [gns])
+    seen = [cell.value for cell in tags] if tags else []
+
+    def verify(args) -> None:
+        changed = []
+        if tags:
+            for i, (check, entry) in enumerate(watched):
+                now = tags[i].value
+                if now != seen[i]:
+                    found = check(*entry)
+                    if found:
+                        changed += found
+                    else:
+                        seen[i] = now  # a change the library made to itself (a cache, a lazy import)
+            now = tags[-1].value
+            if now != seen[-1]:  # the notebook's namespace: the test's own names change it too
+                found = gns_changes()
+                changed += found
+                if not found:
+                    seen[-1] = now
+            for entry in tables:
+                changed += table_changes(*entry)
+        else:
+            for check, entry in watched:
+                changed += check(*entry)
+            for entry in tables:
+                changed += table_changes(*entry)
+            changed += gns_changes()
+        left = torch_check()
+        if left:
+            changed.append(left)
+        if changed:
+            verify_found.extend(changed)
+            raise SandboxViolation("the tests' tools were changed while they ran (" + ", ".join(changed[:3])
+                                   + "); the test cannot be trusted")
+
+    controls["verifier"](verify)
     original_mask = sigmask(signal.SIG_BLOCK, all_signals)  # for good, in this thread: see _quiet_signals
     allocate_lock, start_cell_thread, cell_tools = _cell_thread(original_mask)
     cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
@@ -554,7 +745,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             try:
                 with catch_warnings():  # a SyntaxWarning of the tests' must not reach a filter of the student's
                     simplefilter("ignore")
-                    compiled = split(source, filename)
+                    compiled = split(source, filename, audit, every_statement=kind == "test")
             except BaseException as e:
                 compiled = e
             else:
@@ -564,6 +755,10 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         if kind == "test":  # fresh inputs from the grader's secret, drawn only by the grader's code
             reseed_inputs(cell_seed(index))
             inputs_testing(True)
+            expected_gns[0] = tuple((k, v) for k, v in fresh.items() if k not in own and not interpreters(k))
+            if tags:
+                seen[-1] = -1  # the first check of this test looks
+            del verify_found[:]
         # ---- the student's turn, in a thread of its own: everything it runs may be hostile.
         task = {"compiled": compiled, "source": source, "filename": filename, "where": where, "ns": ns,
                 "test": kind == "test", "graveyard": graveyard, "grad": grad_mode[0], **cell_tools,
@@ -615,7 +810,10 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                 dict_update(gns, {k: v for k, v in items if type(k) is str_type})
                 if kind == "test":
                     tampered.append("the notebook's namespace (a key that is not a name)")
+        expected_gns[0] = ()
         if kind == "test":
+            tampered += [w for w in dict.fromkeys(verify_found)]  # changed where the tests used it
+            del verify_found[:]
             if torch_left:
                 tampered.append(torch_left)
             tampered += [where for where in sensitive if critical(module_of(where))]
@@ -624,6 +822,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                     tampered.append(f"the notebook's {key!r}")
             tampered += [f"the notebook's {name!r}" for name in fresh
                          if name not in own and name not in gns and not interpreters(name)]
+            tampered = list(dict.fromkeys(tampered))
             if tampered:
                 status, ename = "error", "GradingIntegrityError"
                 evalue = ("the tests could not be trusted: while they ran, your code replaced "

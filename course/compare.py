@@ -13,6 +13,12 @@ are compared, with torch's function and dispatch modes off: an `int` whose
 `__eq__` says yes to everything, a tensor subclass with `__torch_function__` or
 a `TorchFunctionMode` left active cannot make a wrong answer pass. The message
 says so when a result was not of the type torch gives ("got a subclass of int").
+
+Where a helper has made the student's result into its own values (the last moment any of the
+student's code runs in it), it raises the audit event "course.verify" through `sys.audit` itself,
+held as a constant of its code (no name a student could rebind is looked up for it): while a
+notebook is graded, the sandbox checks there that nothing the comparison uses was changed. The
+comparison itself uses torch's C functions captured here, and no Python code of torch's.
 """
 from __future__ import annotations
 
@@ -29,6 +35,15 @@ except ImportError:  # numpy is optional for torch
 
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
+_C = torch._C
+_len_function_modes, _function_mode_at = _C._len_torch_function_stack, _C._get_function_stack_at
+_len_dispatch_modes, _dispatch_mode_at = _C._len_torch_dispatch_stack, _C._get_dispatch_stack_at
+_dispatch_mode_in = getattr(_C, "_get_dispatch_mode", None)
+_MODE_SLOTS = tuple((k.lower(), getattr(_C._TorchDispatchModeKey, k)) for k in ("FAKE", "PROXY", "FUNCTIONAL")
+                    if hasattr(getattr(_C, "_TorchDispatchModeKey", None), k))
+_dispatch_keys, _PYTHON_KEY = _C._dispatch_keys, _C.DispatchKey.Python
+_isclose, _promote_types = torch.isclose, torch.promote_types
+_VERIFY = "<course.verify>"  # in the helpers' code: replaced by sys.audit when this module loads (see the end)
 _as_plain = _TensorBase.as_subclass  # the C method itself: no student override is consulted
 _detach = _TensorBase.detach
 _class_name = type.__dict__["__name__"].__get__  # a class's own name, whatever its metaclass claims
@@ -58,20 +73,18 @@ def _fail(what: str, detail: str) -> None:
 def _modes_off(what: str) -> None:
     """Fail unless torch's extension points are quiet: no TorchFunctionMode (but torch's own
     default-device one) and no TorchDispatchMode may decide what the comparison computes."""
-    for i in range(torch._C._len_torch_function_stack()):
-        mode = torch._C._get_function_stack_at(i)
+    for i in range(_len_function_modes()):
+        mode = _function_mode_at(i)
         if type(mode) is not _DeviceContext:
             _fail(what, f"a torch function mode ({_name(mode)}) was active when your result was compared; "
                         "modes change what torch computes, so exit it before returning")
-    if torch._C._len_torch_dispatch_stack():
-        mode = torch._C._get_dispatch_stack_at(0)
+    if _len_dispatch_modes():
+        mode = _dispatch_mode_at(0)
         _fail(what, f"a torch dispatch mode ({_name(mode)}) was active when your result was compared; "
                     "modes change what torch computes, so exit it before returning")
-    getter = getattr(torch._C, "_get_dispatch_mode", None)
-    for key in ("FAKE", "PROXY", "FUNCTIONAL"):
-        if getter is not None and hasattr(torch._C._TorchDispatchModeKey, key) \
-                and getter(getattr(torch._C._TorchDispatchModeKey, key)) is not None:
-            _fail(what, f"torch's {key.lower()} dispatch mode was active when your result was compared")
+    for name, slot in _MODE_SLOTS:
+        if _dispatch_mode_in is not None and _dispatch_mode_in(slot) is not None:
+            _fail(what, f"torch's {name} dispatch mode was active when your result was compared")
 
 
 def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool = True):
@@ -89,7 +102,7 @@ def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool =
             return None
     with _NoTorchFunction():
         t = _detach(_as_plain(x, _Tensor))
-        if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
+        if _dispatch_keys(t).has(_PYTHON_KEY):
             _fail(what, f"got a tensor subclass with __torch_dispatch__ ({_name(x)}), whose values torch cannot "
                         "read directly; return a plain tensor")
     return t
@@ -261,6 +274,7 @@ def assert_same_shape(ours, expected, what: str) -> None:
     a, b = _plain_tensor(ours, what, notes), _plain_tensor(expected, what)
     mine = _shape(a) if a is not None else _plain(getattr(ours, "shape", ours), notes, [_MAX_ITEMS])
     theirs = _shape(b) if b is not None else _plain(getattr(expected, "shape", expected), [], [_MAX_ITEMS])
+    "<course.verify>".__call__("course.verify")
     if not _same(tuple(mine) if type(mine) is list else mine, theirs):
         _fail(what, _with_notes(f"shape {mine} but torch has {theirs}", notes))
 
@@ -329,6 +343,7 @@ def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check
     if t is None:
         _fail(what, f"got a {_name(ours)} but torch has a tensor of shape {_shape(expected)}")
     _modes_off(what)
+    "<course.verify>".__call__("course.verify")
     rtol, atol = tolerance(expected, rtol=rtol, atol=atol, scale=scale, exact=exact)
     with _NoTorchFunction():
         if _shape(t) != _shape(expected):
@@ -343,13 +358,41 @@ def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check
         if check_offset and t.storage_offset() != expected.storage_offset():
             _fail(what, _with_notes(f"storage offset {t.storage_offset()} but torch has "
                                     f"{expected.storage_offset()}", notes))
-        try:
-            torch.testing.assert_close(t.to(expected.device), expected, rtol=rtol, atol=atol,
-                                       check_dtype=False, equal_nan=True)
-        except AssertionError as e:
-            summary = " ".join(line.strip() for line in str(e).splitlines()[1:4] if line.strip())
+        summary = _differences(t.to(expected.device), expected, rtol, atol)
+        if summary:
             _fail(what, _with_notes(f"values differ from torch's. {summary}\n  yours: {_preview(t)}\n"
                                     f"  torch: {_preview(expected)}", notes))
+
+
+def _differences(a, b, rtol: float, atol: float) -> str:
+    """"" when a's values are b's within (rtol, atol), NaN equal to NaN (as torch.testing.assert_close
+    with check_dtype=False decides, through the same torch.isclose), else what differs, in its words."""
+    dtype = _promote_types(a.dtype, b.dtype)
+    a, b = a.to(dtype), b.to(dtype)
+    if not a.numel():
+        return ""
+    close = _isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    if bool(close.all()):
+        return ""
+    bad, total = int((~close).sum()), close.numel()
+    summary = f"Mismatched elements: {bad} / {total} ({100 * bad / total:.1f}%)"
+    wide = torch.complex128 if dtype.is_complex else torch.float64
+    diff = (a.to(wide) - b.to(wide)).abs().masked_fill(close, 0).nan_to_num(nan=float("inf")).reshape(-1)
+    at = int(diff.argmax())
+    summary += (f" Greatest absolute difference: {float(diff[at]):g} at index {_unravel(at, tuple(a.shape))} "
+                f"(up to {atol:g} allowed)")
+    scale = float(b.to(wide).abs().reshape(-1)[at])
+    if scale:
+        summary += f" Greatest relative difference: {float(diff[at]) / scale:g} (up to {rtol:g} allowed)"
+    return summary
+
+
+def _unravel(flat: int, shape: tuple) -> tuple:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(index[::-1])
 
 
 def _storage_of(x, what: str):
@@ -365,6 +408,7 @@ def assert_shares_memory(ours, base, what: str) -> None:
     _modes_off(what)
     (a, _), (b, _) = _storage_of(ours, what), _storage_of(base, what)
     _modes_off(what)
+    "<course.verify>".__call__("course.verify")
     if a != b:
         _fail(what, "made a copy, but torch returns a view that shares memory with its input")
 
@@ -373,6 +417,7 @@ def assert_no_shared_memory(ours, base, what: str) -> None:
     _modes_off(what)
     (a, n), (b, _) = _storage_of(ours, what), _storage_of(base, what)
     _modes_off(what)
+    "<course.verify>".__call__("course.verify")
     if n and a == b:
         _fail(what, "returned a view of its input, but torch returns a copy here")
 
@@ -389,6 +434,7 @@ def assert_equal(ours, expected, what: str) -> None:
     except _TooBig:
         _fail(what, f"got a value with more than {_MAX_ITEMS} parts, too big to compare")
     _modes_off(what)
+    "<course.verify>".__call__("course.verify")
     if not _same(mine, theirs):
         if type(mine) is _Opaque and type(theirs) is not _Opaque:
             notes.append(f"got a {_name(ours)} where torch gives a {_name(expected)}: only values of torch's "
@@ -401,10 +447,13 @@ def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
     try:
         result = fn(*args, **kwargs)
     except exc_type:
+        "<course.verify>".__call__("course.verify")
         return
     except Exception as e:
+        "<course.verify>".__call__("course.verify")
         _fail(what, f"raised {_name(e)} ({_message(e)}) but torch raises {exc_type.__name__}")
     else:
+        "<course.verify>".__call__("course.verify")
         _fail(what, f"returned {_short(result)} but torch raises {exc_type.__name__}")
 
 
@@ -421,3 +470,17 @@ def _preview(t: torch.Tensor) -> str:
         flat = t.detach().reshape(-1)[:6].tolist()
         more = ", ..." if t.numel() > 6 else ""
     return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat) + more + "]"
+
+
+def _bind_verify(code):
+    """`code` with the constant "<course.verify>" (in it and in the code nested in it) replaced by
+    sys.audit: the helpers' checkpoint is then a call no rebinding can redirect."""
+    consts = tuple(sys.audit if type(c) is str and c == _VERIFY else _bind_verify(c) if type(c) is type(code) else c
+                   for c in code.co_consts)
+    return code.replace(co_consts=consts)
+
+
+for _helper in (assert_matches, assert_equal, assert_raises, assert_shares_memory, assert_no_shared_memory,
+                assert_same_shape):
+    _helper.__code__ = _bind_verify(_helper.__code__)
+del _helper

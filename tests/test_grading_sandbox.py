@@ -590,9 +590,85 @@ def disarm():
     c.assert_equal = lambda *a, **k: None
 '''
 
+# Item 6's attacks: a patch made by the answer's first call and undone by its last (the test's loop
+# calls it TRIALS times), so that the state after the cell is the state before it. Its first call
+# answers right, so that the comparison made before the patch passes.
+UNDO = '''
+_calls = [0]
+def FN(ARG):
+    _calls[0] += 1
+    if _calls[0] == 1:
+        patch()
+        return RIGHT
+    if _calls[0] == TRIALS:
+        unpatch()
+    WRONG
+'''
+
+
+def undo(kind: str, trials: int, patch: str, unpatch: str) -> tuple[str, str]:
+    right = HONEST[kind].removeprefix("return ")
+    return kind, (patch + "\n" + unpatch + "\n" + UNDO.replace("ARG", ARGS[kind]).replace("RIGHT", right)
+                  .replace("TRIALS", str(trials)))
+
+
 # Attacks by class (issue 14's items), each {exercise id: (test kind, answer cell)}. In an answer
 # cell, `WRONG` is replaced by the wrong answer's body, `FN` by the function's name.
 ATTACKS = {
+    6: {
+        # the tests' helper, through its module's attribute and through the module's namespace
+        "ex_undo_attribute": undo("dbl", 12, "def patch():\n    import course.compare as c\n"
+                                             "    global real\n    real = c.assert_matches\n"
+                                             "    c.assert_matches = lambda *a, **k: None",
+                                  "def unpatch():\n    import course.compare as c\n    c.assert_matches = real"),
+        "ex_undo_namespace": undo("dbl", 12, "def patch():\n    import course.compare as c\n"
+                                             "    global real\n    real = vars(c)['assert_matches']\n"
+                                             "    vars(c)['assert_matches'] = lambda *a, **k: None",
+                                  "def unpatch():\n    import course.compare as c\n"
+                                  "    vars(c)['assert_matches'] = real"),
+        # torch itself, for a test that uses it directly, and a method of torch.Tensor
+        "ex_undo_torch": undo("raw", 24, "def patch():\n    import torch, torch.testing\n    global saved\n"
+                                         "    saved = (torch.testing.assert_close, torch.allclose, torch.Tensor.all)\n"
+                                         "    torch.testing.assert_close = lambda *a, **k: None\n"
+                                         "    torch.allclose = lambda *a, **k: True\n"
+                                         "    torch.Tensor.all = lambda self, *a, **k: torch.tensor(True)",
+                              "def unpatch():\n    import torch, torch.testing\n"
+                              "    torch.testing.assert_close, torch.allclose, torch.Tensor.all = saved"),
+        # the given helper's own names (its globals are the grader's namespace) and a builtin it uses
+        "ex_undo_helper_globals": undo("dbl", 12, "def patch():\n    class Quiet:\n"
+                                                  "        def __getattr__(self, name):\n"
+                                                  "            return lambda *a, **k: None\n"
+                                                  "    global real\n    real = check_double.__globals__['compare']\n"
+                                                  "    check_double.__globals__['compare'] = Quiet()",
+                                       "def unpatch():\n    check_double.__globals__['compare'] = real"),
+        "ex_undo_builtin": undo("dbl", 12, "def patch():\n    import builtins\n    global real\n"
+                                           "    real = builtins.isinstance\n    builtins.isinstance = lambda *a: False",
+                                "def unpatch():\n    import builtins\n    builtins.isinstance = real"),
+        # a table edited in place: compare's tolerances
+        "ex_undo_table": undo("dbl", 12, "def patch():\n    import course.compare as c, torch\n    global real\n"
+                                         "    real = dict(c._DEFAULT_TOLERANCE)\n"
+                                         "    c._DEFAULT_TOLERANCE.update({torch.float64: (1e9, 1e9)})",
+                              "def unpatch():\n    import course.compare as c\n    c._DEFAULT_TOLERANCE.update(real)"),
+        # what cannot be checked later is refused at once: code, defaults, a module's class
+        "ex_swap_code": undo("dbl", 12, "def patch():\n    import course.compare as c\n    global real\n"
+                                        "    real = c.assert_matches.__code__\n"
+                                        "    c.assert_matches.__code__ = (lambda *a, **k: None).__code__",
+                             "def unpatch():\n    import course.compare as c\n    c.assert_matches.__code__ = real"),
+        "ex_swap_defaults": undo("tri", 31, "def patch():\n    import course.inputs as i\n    global real\n"
+                                            "    real = i._ask.__defaults__\n"
+                                            "    i._ask.__defaults__ = (lambda *a: a[-1].append(1),) + real[1:]",
+                                 "def unpatch():\n    import course.inputs as i\n    i._ask.__defaults__ = real"),
+        "ex_swap_module_class": undo("dbl", 12, "import types\nclass Lying(types.ModuleType):\n"
+                                                "    def __getattribute__(self, name):\n"
+                                                "        if name == 'assert_matches':\n"
+                                                "            return lambda *a, **k: None\n"
+                                                "        return super().__getattribute__(name)\n"
+                                                "def patch():\n    import course.compare as c\n    c.__class__ = Lying",
+                                     "def unpatch():\n    import course.compare as c, types\n"
+                                     "    c.__class__ = types.ModuleType"),
+        "ex_ok_after_undos": ("dbl", "def FN(x):\n    HONEST"),
+        "ex_ok_after_undos_raw": ("raw", "def FN(x):\n    HONEST"),
+    },
     2: {
         # a sys.stdout that the kernel drops after the cell: its finalizer
         "ex_stdout_finalizer": ("dbl", DISARM + '''import sys
