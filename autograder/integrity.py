@@ -97,9 +97,14 @@ class Snapshot:
             current_module[0] = name
             snap.modules.append((name, d, tuple(d.keys()), tuple(d.values())))
             snap.module_objects.append((name, module, type(module)))
+            caches = d.get("__course_caches__", ())
+            caches = caches if type(caches) is tuple else ()
             for key, value in list(d.items()):
-                # Module-level tables (tolerances, registries) can be edited in place.
-                if type(value) in (dict, list, set) and not key.startswith("__") and critical(name):
+                # Module-level tables (tolerances, registries) can be edited in place. A table the module
+                # declares a cache in __course_caches__ (the emulator's loaded libraries) fills itself
+                # while the tests run; it is neither put back nor held against the student.
+                if type(value) in (dict, list, set) and not key.startswith("__") and critical(name) \
+                        and key not in caches:
                     items = tuple(value.items()) if type(value) is dict else tuple(value)
                     snap.containers.append((f"{name}.{key}", value, items, tuple(value) if type(value) is dict else ()))
                     snap.owner[f"{name}.{key}"] = name

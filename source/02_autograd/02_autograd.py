@@ -873,11 +873,11 @@ a, b = leaf_pair(inputs.randn(3, 1), True), leaf_pair(inputs.randn(4), inputs.ra
 for pair, args, text in [(Total, [a], "Total.apply(a)"), (Times, [a, b], "Times.apply(a, b)"),
                          (Plus, [b, a], "Plus.apply(b, a)"), (Widen, [a], "Widen.apply(a) (float32 in, float64 out)")]:
     out, out_theirs = expect_same_call(pair, args, f"{text} where a: {describe(a[1])}, b: {describe(b[1])}")
-    where = f"where a: {describe(a[1])}, b: {describe(b[1])}"
+    inputs_text = f"where a: {describe(a[1])}, b: {describe(b[1])}"
     compare.assert_equal(tuple(out.grad_fn.metadata[0]), tuple(out_theirs.shape),
-                         f"{text}.grad_fn.metadata[0] (the shape of the output, not of an input) {where}")
+                         f"{text}.grad_fn.metadata[0] (the shape of the output, not of an input) {inputs_text}")
     compare.assert_equal(out.grad_fn.metadata[1].name, str(out_theirs.dtype).replace("torch.", ""),
-                         f"{text}.grad_fn.metadata[1] (the dtype of the output, not of an input) {where}")
+                         f"{text}.grad_fn.metadata[1] (the dtype of the output, not of an input) {inputs_text}")
 needs = []
 
 

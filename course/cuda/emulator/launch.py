@@ -78,6 +78,9 @@ class LaunchConfig(ctypes.Structure):
     ]
 
 
+# The grader puts the course's module-level tables back after every test cell and counts a change as
+# tampering; this one is a cache that fills as kernels are first launched, so it is declared one.
+__course_caches__ = ("_loaded",)
 _loaded: dict[str, ctypes.CDLL] = {}
 _load_lock = threading.Lock()
 
