@@ -64,36 +64,73 @@ import weakref
 import numpy as np
 import torch
 
-from picotorch import (MaxResult, Tensor, add_methods, arange, broadcast_shapes, float32, from_numpy, from_torch,
-                       shape_arg, wrap_dim, zeros)
+from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
+                       broadcast_shapes, float32, from_numpy, from_torch, redispatch, register_fallthrough,
+                       register_kernel, shape_arg, wrap_dim, zeros)
 
 # %% [markdown]
 # ## 2. Grad mode
 #
 # Recording costs time and memory, and often nothing needs it: evaluating a
 # model, updating weights in an optimizer. So autograd has a switch, **grad
-# mode**. When it is off, operations run but nothing is recorded. In torch the
-# switch is a flag in C++, one per thread
-# ([`c10/core/GradMode.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/GradMode.h));
-# ours is a class attribute, read with `is_grad_enabled()` and set with
-# `set_grad_enabled(mode)` (given below).
+# mode**. When it is off, operations run but nothing is recorded.
+#
+# In picotorch the switch is the dispatcher's (chapter 01, section 3): autograd
+# is a **dispatch key**, `DispatchKey.Autograd`, in front of `CPU`. A tensor
+# that requires grad brings it into the key set of every call it takes part
+# in, so the call reaches autograd's kernel first; that kernel records the
+# node and *redispatches* to the key below it, where the arithmetic happens.
+# Grad mode off is that key in this thread's **exclude set**: every call then
+# skips autograd and goes straight to the CPU kernel. `is_grad_enabled()` and
+# `set_grad_enabled(mode)` (given below) read and write that set; so does
+# `GradMode.enabled`. Like torch's, the set is per thread: grad mode off in one
+# thread leaves the others recording.
+#
+# Where torch differs: its thread-local key sets are
+# [`c10/core/impl/LocalDispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/impl/LocalDispatchKeySet.h),
+# and it puts an autograd key (`AutogradCPU`, `AutogradCUDA`...) on *every*
+# tensor, not only on those that require grad (`torch._C._dispatch_keys(t)`
+# shows it); the autograd kernel itself then checks `requires_grad`. Its
+# `no_grad` does not touch the key sets: it clears a thread-local flag
+# ([`c10/core/GradMode.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/GradMode.h))
+# that the autograd kernels read. Excluding the autograd keys is what torch's
+# `inference_mode` does (and what its kernels do around their own redispatch,
+# `AutoDispatchBelowADInplaceOrView`). picotorch merges the two: one mechanism,
+# the one you can see.
 #
 # The next cell also holds `Node`, the base class of every node of the backward
 # graph (exercise 2 onwards), and two small helpers.
 
 # %% reference=true
-class GradMode:
-    """Is the forward pass being recorded? torch keeps this flag per thread in C++ (c10::GradMode)."""
-    enabled = True
+DispatchKey.declare("Autograd", 8)  # above CPU (0) and, in chapter 05, CUDA; below the modes
+_AUTOGRAD = DispatchKey.Autograd.bit
 
 
 def is_grad_enabled() -> bool:
-    return GradMode.enabled
+    return not LOCAL_KEYS.excluded & _AUTOGRAD
 
 
 def set_grad_enabled(mode: bool) -> None:
-    """Switch recording on or off (torch's set_grad_enabled is also a context manager; ours is only this)."""
-    GradMode.enabled = bool(mode)
+    """Switch recording on or off on this thread: take Autograd out of, or put it into, the exclude set
+    (torch's set_grad_enabled is also a context manager; ours is only this)."""
+    if mode:
+        LOCAL_KEYS.excluded &= ~_AUTOGRAD
+    else:
+        LOCAL_KEYS.excluded |= _AUTOGRAD
+
+
+class _GradModeFlag(type):
+    @property
+    def enabled(cls) -> bool:
+        return is_grad_enabled()
+
+    @enabled.setter
+    def enabled(cls, mode: bool) -> None:
+        set_grad_enabled(mode)
+
+
+class GradMode(metaclass=_GradModeFlag):
+    """`GradMode.enabled`: is the forward pass being recorded on this thread? (c10::GradMode in torch)"""
 
 
 class Node:
@@ -1275,22 +1312,35 @@ del h, h_theirs
 # %% [markdown]
 # ## 3. Autograd in front of the kernels
 #
-# Chapter 01's methods compute, but record nothing. Torch solves this with its
-# **dispatcher**: a call like `x.exp()` first reaches an *autograd* kernel, which
-# records a node when one is needed and then calls the real kernel below it.
-# Those autograd kernels are generated from one file,
+# Chapter 01's kernels compute, but record nothing. Torch solves this with its
+# **dispatcher**: a call like `x.exp()` on a tensor that requires grad first
+# reaches an *autograd* kernel, which records a node and then redispatches to
+# the kernel below it. Those autograd kernels are generated from one file,
 # [`tools/autograd/derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml),
 # which gives the backward formula of every operation.
 #
-# The next cell does the same for picotorch:
+# picotorch does the same with chapter 01's dispatcher, and changes no method
+# of `Tensor`:
 #
-# - it keeps chapter 01's methods in `KERNELS` — they do the arithmetic;
-# - it replaces the `Tensor` methods (`_unary`, `_binary` — through which every
-#   elementwise operation goes — `sum`, `mean`, `max`, `matmul` and the views)
-#   by small ones that look in `FUNCTIONS` for the `Function` of that operation:
-#   when there is one and grad mode is on, they call its `apply`; otherwise the
-#   kernel, directly;
-# - `@register("exp")` over a `Function` puts it in `FUNCTIONS`.
+# ```
+#  y = x.exp()                  x requires grad, grad mode on
+#  Tensor.exp                   dispatch("exp", x)
+#  key set                      {Autograd, CPU}  ->  Autograd's kernel: Exp.apply(x)
+#    Exp.apply                  makes the node; runs forward with Autograd excluded
+#    Exp.forward                unary_kernel("exp", x) = redispatch below Autograd
+#  key set below Autograd       {CPU}  ->  chapter 01's CPU kernel of "exp"
+#  Exp.apply                    y._grad_fn = the node
+# ```
+#
+# - `@register("exp")` over a `Function` puts it in `FUNCTIONS` and registers
+#   its `apply` as the `Autograd` kernel of `"exp"`;
+# - a forward computes with `unary_kernel`, `binary_kernel` and `KERNELS[name]`:
+#   calls of the dispatcher *below* `Autograd` (`redispatch`);
+# - an operator with no `Function` (comparisons, `argmax`, `item`...) has no
+#   autograd kernel: the `Autograd` key is declared a **fallthrough**, so the
+#   call goes on to the CPU kernel, and its result requires no grad. Operators
+#   that chapter 01 builds from others (`flatten`, `broadcast_to`, `x.T`) fall
+#   through too, and the views they call are recorded one by one.
 #
 # In exercises 5 to 9, the `forward` of every operation is given: it calls the
 # kernel and saves what `backward` will need. You write the `backward`s — the
@@ -1299,143 +1349,93 @@ del h, h_theirs
 #
 # In-place operations (`x += 1`, `x[0] = 2`) are refused on tensors that require
 # grad while grad mode is on: torch records them with machinery (version
-# counters, `CopySlices`) that this chapter leaves out. Inside `no_grad()` they
-# work — that is how an optimizer updates weights.
+# counters, `CopySlices`) that this chapter leaves out. Their `Autograd` kernel
+# raises; inside `no_grad()` the key is excluded and they work — that is how an
+# optimizer updates weights.
 
 # %% reference=true
-# The kernels of chapter 01, kept once (re-running this cell must not wrap the wrappers).
-_KERNEL_NAMES = ("_unary", "_binary", "_inplace", "__setitem__", "__repr__", "sum", "mean", "max", "matmul", "view",
-                 "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "__getitem__", "narrow",
-                 "as_strided", "clone", "contiguous")
-if "_ch01_kernels" not in vars(Tensor):
-    Tensor._ch01_kernels = {name: vars(Tensor)[name] for name in _KERNEL_NAMES}
-KERNELS = Tensor._ch01_kernels
+add_tensor_key("_requires_grad", DispatchKey.Autograd)  # a tensor that requires grad brings the Autograd key
+register_fallthrough(DispatchKey.Autograd)  # an operator without an autograd kernel goes on to the backend
 FUNCTIONS = {}  # operation name -> the Function that differentiates it
+_OWN_AUTOGRAD_KERNEL = ("max", "max_dim", "contiguous")  # their autograd kernels are given below
 
 
 def register(op: str):
-    """Class decorator: `cls` is the Function of the operation `op`."""
+    """Class decorator: `cls` is the Function of the operation `op`; its apply is op's Autograd kernel."""
     def put(cls):
         FUNCTIONS[op] = cls
+        if op not in _OWN_AUTOGRAD_KERNEL:
+            register_kernel(op, DispatchKey.Autograd)(cls.apply)
         return cls
     return put
 
 
+def _below_autograd(op: str):
+    return lambda *args: redispatch(op, DispatchKey.Autograd, *args)
+
+
+# What a forward computes with: the kernels below Autograd (named as chapter 01's methods and operators)
+KERNELS = {name: _below_autograd(name) for name in
+           ("sum", "mean", "max", "matmul", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze",
+            "expand", "narrow", "as_strided", "clone", "contiguous")}
+KERNELS["__getitem__"] = _below_autograd("getitem")
+
+
 def unary_kernel(op: str, x: Tensor) -> Tensor:
-    return KERNELS["_unary"](x, op)
+    return redispatch(op, DispatchKey.Autograd, x)
 
 
 def binary_kernel(op: str, a, b) -> Tensor:
-    """`a op b` by chapter 01's kernel; either operand may be a Python number."""
-    if isinstance(a, Tensor):
-        return KERNELS["_binary"](a, op, b)
-    return KERNELS["_binary"](b, op, a, True)
-
-
-def _call(op: str, *args):
-    """The autograd kernel: through the op's Function when there is something to record — the op has one,
-    grad mode is on and an argument requires grad — else straight to the kernel (apply would record nothing)."""
-    function = FUNCTIONS.get(op)
-    if function is None or not GradMode.enabled or not any(isinstance(a, Tensor) and a._requires_grad for a in args):
-        return _KERNEL_CALLS[op](*args)
-    return function.apply(*args)
-
-
-_KERNEL_CALLS = {
-    **{op: (lambda op: lambda x: unary_kernel(op, x))(op) for op in
-       ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")},
-    **{op: (lambda op: lambda a, b: binary_kernel(op, a, b))(op) for op in
-       ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")},
-    "sum": KERNELS["sum"], "mean": KERNELS["mean"], "max": KERNELS["max"], "matmul": KERNELS["matmul"],
-    "max_dim": lambda x, dim, keepdim, indices: KERNELS["max"](x, dim, keepdim).values,
-    "view": KERNELS["view"], "reshape": KERNELS["reshape"], "transpose": KERNELS["transpose"],
-    "permute": KERNELS["permute"], "unsqueeze": KERNELS["unsqueeze"], "squeeze": KERNELS["squeeze"],
-    "expand": KERNELS["expand"], "getitem": KERNELS["__getitem__"], "narrow": KERNELS["narrow"],
-    "as_strided": KERNELS["as_strided"], "clone": KERNELS["clone"], "contiguous": KERNELS["contiguous"],
-}
+    """`a op b` by the kernel below Autograd; either operand may be a Python number."""
+    return redispatch(op, DispatchKey.Autograd, a, b)
 
 
 def _refuse_in_place(t: Tensor, value, what: str) -> None:
-    if GradMode.enabled and (t._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
-        raise RuntimeError(f"{what}: picotorch's autograd does not record in-place operations on tensors that "
-                           "require grad (torch does, with version counters); compute a new tensor instead, or "
-                           "make the change inside no_grad()")
+    raise RuntimeError(f"{what}: picotorch's autograd does not record in-place operations on tensors that "
+                       "require grad (torch does, with version counters); compute a new tensor instead, or "
+                       "make the change inside no_grad()")
 
 
-@add_methods(Tensor)
-class AutogradLayer:
-    def _unary(self, op):
-        return _call(op, self)
+def _in_place_autograd(op: str):
+    def kernel(t, other):
+        _refuse_in_place(t, other, f"an in-place {op[:-1]}")
+    return kernel
 
-    def _binary(self, op, other, reverse=False):
-        return _call(op, other, self) if reverse else _call(op, self, other)
 
-    def _inplace(self, op, other):
-        _refuse_in_place(self, other, f"an in-place {op}")
-        return KERNELS["_inplace"](self, op, other)
+for _op in ("add_", "sub_", "mul_", "div_"):  # reached only when grad mode is on and an argument requires grad
+    register_kernel(_op, DispatchKey.Autograd)(_in_place_autograd(_op))
 
-    def __setitem__(self, key, value):
-        _refuse_in_place(self, value, "t[key] = value")
-        KERNELS["__setitem__"](self, key, value)
 
-    def sum(self, dim=None, keepdim=False):
-        return _call("sum", self, dim, keepdim)
+@register_kernel("setitem", DispatchKey.Autograd)
+def _setitem_autograd(t, key, value):
+    _refuse_in_place(t, value, "t[key] = value")
 
-    def mean(self, dim=None, keepdim=False):
-        return _call("mean", self, dim, keepdim)
 
-    def max(self, dim=None, keepdim=False):
-        if dim is None:
-            return _call("max", self)
-        values, indices = KERNELS["max"](self, dim, keepdim)  # max(dim) is a selection: the values at `indices`
-        if GradMode.enabled and self._requires_grad and "max_dim" in FUNCTIONS:
-            values = FUNCTIONS["max_dim"].apply(self, dim, keepdim, indices)
-        return MaxResult(values, indices)
+@register_kernel("max", DispatchKey.Autograd)
+def _max_autograd(x, dim=None, keepdim=False):
+    if dim is None:
+        function = FUNCTIONS.get("max")
+        return function.apply(x) if function is not None else KERNELS["max"](x)
+    values, indices = KERNELS["max"](x, dim, keepdim)  # max(dim) is a selection: the values at `indices`
+    if "max_dim" in FUNCTIONS:
+        values = FUNCTIONS["max_dim"].apply(x, dim, keepdim, indices)
+    return MaxResult(values, indices)
 
-    def matmul(self, other):
-        return _call("matmul", self, other)
 
-    def view(self, *shape):
-        return _call("view", self, shape_arg(shape))
+@register_kernel("contiguous", DispatchKey.Autograd)
+def _contiguous_autograd(x):
+    function = FUNCTIONS.get("contiguous")
+    return x if x.is_contiguous() or function is None else function.apply(x)
 
-    def reshape(self, *shape):
-        return _call("reshape", self, shape_arg(shape))
 
-    def transpose(self, dim0, dim1):
-        return _call("transpose", self, dim0, dim1)
+def _autograd_field(t: Tensor) -> str:
+    if t._grad_fn is not None:
+        return f", grad_fn=<{t._grad_fn.name()}>"
+    return ", requires_grad=True" if t._requires_grad else ""
 
-    def permute(self, *dims):
-        return _call("permute", self, shape_arg(dims))
 
-    def unsqueeze(self, dim):
-        return _call("unsqueeze", self, dim)
-
-    def squeeze(self, dim=None):
-        return _call("squeeze", self, dim)
-
-    def expand(self, *sizes):
-        return _call("expand", self, shape_arg(sizes))
-
-    def __getitem__(self, key):
-        return _call("getitem", self, key)
-
-    def narrow(self, dim, start, length):
-        return _call("narrow", self, dim, start, length)
-
-    def as_strided(self, size, stride, storage_offset=None):
-        return _call("as_strided", self, tuple(size), tuple(stride), storage_offset)
-
-    def clone(self):
-        return _call("clone", self)
-
-    def contiguous(self):
-        return self if self.is_contiguous() else _call("contiguous", self)
-
-    def __repr__(self):
-        text = KERNELS["__repr__"](self)
-        if self._grad_fn is not None:
-            return f"{text[:-1]}, grad_fn=<{self._grad_fn.name()}>)"
-        return f"{text[:-1]}, requires_grad=True)" if self._requires_grad else text
+if _autograd_field not in REPR_FIELDS:
+    REPR_FIELDS[:] = [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_autograd_field"] + [_autograd_field]
 
 
 def shape_of(x):

@@ -8,22 +8,40 @@ import weakref
 import numpy as np
 import torch
 
-from picotorch import (MaxResult, Tensor, add_methods, arange, broadcast_shapes, float32, from_numpy, from_torch,
-                       shape_arg, wrap_dim, zeros)
+from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
+                       broadcast_shapes, float32, from_numpy, from_torch, redispatch, register_fallthrough,
+                       register_kernel, shape_arg, wrap_dim, zeros)
 
 
-class GradMode:
-    """Is the forward pass being recorded? torch keeps this flag per thread in C++ (c10::GradMode)."""
-    enabled = True
+DispatchKey.declare("Autograd", 8)  # above CPU (0) and, in chapter 05, CUDA; below the modes
+_AUTOGRAD = DispatchKey.Autograd.bit
 
 
 def is_grad_enabled() -> bool:
-    return GradMode.enabled
+    return not LOCAL_KEYS.excluded & _AUTOGRAD
 
 
 def set_grad_enabled(mode: bool) -> None:
-    """Switch recording on or off (torch's set_grad_enabled is also a context manager; ours is only this)."""
-    GradMode.enabled = bool(mode)
+    """Switch recording on or off on this thread: take Autograd out of, or put it into, the exclude set
+    (torch's set_grad_enabled is also a context manager; ours is only this)."""
+    if mode:
+        LOCAL_KEYS.excluded &= ~_AUTOGRAD
+    else:
+        LOCAL_KEYS.excluded |= _AUTOGRAD
+
+
+class _GradModeFlag(type):
+    @property
+    def enabled(cls) -> bool:
+        return is_grad_enabled()
+
+    @enabled.setter
+    def enabled(cls, mode: bool) -> None:
+        set_grad_enabled(mode)
+
+
+class GradMode(metaclass=_GradModeFlag):
+    """`GradMode.enabled`: is the forward pass being recorded on this thread? (c10::GradMode in torch)"""
 
 
 class Node:
@@ -265,139 +283,88 @@ class Backward:
                         ready.append(next_node)
 
 
-# The kernels of chapter 01, kept once (re-running this cell must not wrap the wrappers).
-_KERNEL_NAMES = ("_unary", "_binary", "_inplace", "__setitem__", "__repr__", "sum", "mean", "max", "matmul", "view",
-                 "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "__getitem__", "narrow",
-                 "as_strided", "clone", "contiguous")
-if "_ch01_kernels" not in vars(Tensor):
-    Tensor._ch01_kernels = {name: vars(Tensor)[name] for name in _KERNEL_NAMES}
-KERNELS = Tensor._ch01_kernels
+add_tensor_key("_requires_grad", DispatchKey.Autograd)  # a tensor that requires grad brings the Autograd key
+register_fallthrough(DispatchKey.Autograd)  # an operator without an autograd kernel goes on to the backend
 FUNCTIONS = {}  # operation name -> the Function that differentiates it
+_OWN_AUTOGRAD_KERNEL = ("max", "max_dim", "contiguous")  # their autograd kernels are given below
 
 
 def register(op: str):
-    """Class decorator: `cls` is the Function of the operation `op`."""
+    """Class decorator: `cls` is the Function of the operation `op`; its apply is op's Autograd kernel."""
     def put(cls):
         FUNCTIONS[op] = cls
+        if op not in _OWN_AUTOGRAD_KERNEL:
+            register_kernel(op, DispatchKey.Autograd)(cls.apply)
         return cls
     return put
 
 
+def _below_autograd(op: str):
+    return lambda *args: redispatch(op, DispatchKey.Autograd, *args)
+
+
+# What a forward computes with: the kernels below Autograd (named as chapter 01's methods and operators)
+KERNELS = {name: _below_autograd(name) for name in
+           ("sum", "mean", "max", "matmul", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze",
+            "expand", "narrow", "as_strided", "clone", "contiguous")}
+KERNELS["__getitem__"] = _below_autograd("getitem")
+
+
 def unary_kernel(op: str, x: Tensor) -> Tensor:
-    return KERNELS["_unary"](x, op)
+    return redispatch(op, DispatchKey.Autograd, x)
 
 
 def binary_kernel(op: str, a, b) -> Tensor:
-    """`a op b` by chapter 01's kernel; either operand may be a Python number."""
-    if isinstance(a, Tensor):
-        return KERNELS["_binary"](a, op, b)
-    return KERNELS["_binary"](b, op, a, True)
-
-
-def _call(op: str, *args):
-    """The autograd kernel: through the op's Function when there is something to record — the op has one,
-    grad mode is on and an argument requires grad — else straight to the kernel (apply would record nothing)."""
-    function = FUNCTIONS.get(op)
-    if function is None or not GradMode.enabled or not any(isinstance(a, Tensor) and a._requires_grad for a in args):
-        return _KERNEL_CALLS[op](*args)
-    return function.apply(*args)
-
-
-_KERNEL_CALLS = {
-    **{op: (lambda op: lambda x: unary_kernel(op, x))(op) for op in
-       ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")},
-    **{op: (lambda op: lambda a, b: binary_kernel(op, a, b))(op) for op in
-       ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")},
-    "sum": KERNELS["sum"], "mean": KERNELS["mean"], "max": KERNELS["max"], "matmul": KERNELS["matmul"],
-    "max_dim": lambda x, dim, keepdim, indices: KERNELS["max"](x, dim, keepdim).values,
-    "view": KERNELS["view"], "reshape": KERNELS["reshape"], "transpose": KERNELS["transpose"],
-    "permute": KERNELS["permute"], "unsqueeze": KERNELS["unsqueeze"], "squeeze": KERNELS["squeeze"],
-    "expand": KERNELS["expand"], "getitem": KERNELS["__getitem__"], "narrow": KERNELS["narrow"],
-    "as_strided": KERNELS["as_strided"], "clone": KERNELS["clone"], "contiguous": KERNELS["contiguous"],
-}
+    """`a op b` by the kernel below Autograd; either operand may be a Python number."""
+    return redispatch(op, DispatchKey.Autograd, a, b)
 
 
 def _refuse_in_place(t: Tensor, value, what: str) -> None:
-    if GradMode.enabled and (t._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
-        raise RuntimeError(f"{what}: picotorch's autograd does not record in-place operations on tensors that "
-                           "require grad (torch does, with version counters); compute a new tensor instead, or "
-                           "make the change inside no_grad()")
+    raise RuntimeError(f"{what}: picotorch's autograd does not record in-place operations on tensors that "
+                       "require grad (torch does, with version counters); compute a new tensor instead, or "
+                       "make the change inside no_grad()")
 
 
-@add_methods(Tensor)
-class AutogradLayer:
-    def _unary(self, op):
-        return _call(op, self)
+def _in_place_autograd(op: str):
+    def kernel(t, other):
+        _refuse_in_place(t, other, f"an in-place {op[:-1]}")
+    return kernel
 
-    def _binary(self, op, other, reverse=False):
-        return _call(op, other, self) if reverse else _call(op, self, other)
 
-    def _inplace(self, op, other):
-        _refuse_in_place(self, other, f"an in-place {op}")
-        return KERNELS["_inplace"](self, op, other)
+for _op in ("add_", "sub_", "mul_", "div_"):  # reached only when grad mode is on and an argument requires grad
+    register_kernel(_op, DispatchKey.Autograd)(_in_place_autograd(_op))
 
-    def __setitem__(self, key, value):
-        _refuse_in_place(self, value, "t[key] = value")
-        KERNELS["__setitem__"](self, key, value)
 
-    def sum(self, dim=None, keepdim=False):
-        return _call("sum", self, dim, keepdim)
+@register_kernel("setitem", DispatchKey.Autograd)
+def _setitem_autograd(t, key, value):
+    _refuse_in_place(t, value, "t[key] = value")
 
-    def mean(self, dim=None, keepdim=False):
-        return _call("mean", self, dim, keepdim)
 
-    def max(self, dim=None, keepdim=False):
-        if dim is None:
-            return _call("max", self)
-        values, indices = KERNELS["max"](self, dim, keepdim)  # max(dim) is a selection: the values at `indices`
-        if GradMode.enabled and self._requires_grad and "max_dim" in FUNCTIONS:
-            values = FUNCTIONS["max_dim"].apply(self, dim, keepdim, indices)
-        return MaxResult(values, indices)
+@register_kernel("max", DispatchKey.Autograd)
+def _max_autograd(x, dim=None, keepdim=False):
+    if dim is None:
+        function = FUNCTIONS.get("max")
+        return function.apply(x) if function is not None else KERNELS["max"](x)
+    values, indices = KERNELS["max"](x, dim, keepdim)  # max(dim) is a selection: the values at `indices`
+    if "max_dim" in FUNCTIONS:
+        values = FUNCTIONS["max_dim"].apply(x, dim, keepdim, indices)
+    return MaxResult(values, indices)
 
-    def matmul(self, other):
-        return _call("matmul", self, other)
 
-    def view(self, *shape):
-        return _call("view", self, shape_arg(shape))
+@register_kernel("contiguous", DispatchKey.Autograd)
+def _contiguous_autograd(x):
+    function = FUNCTIONS.get("contiguous")
+    return x if x.is_contiguous() or function is None else function.apply(x)
 
-    def reshape(self, *shape):
-        return _call("reshape", self, shape_arg(shape))
 
-    def transpose(self, dim0, dim1):
-        return _call("transpose", self, dim0, dim1)
+def _autograd_field(t: Tensor) -> str:
+    if t._grad_fn is not None:
+        return f", grad_fn=<{t._grad_fn.name()}>"
+    return ", requires_grad=True" if t._requires_grad else ""
 
-    def permute(self, *dims):
-        return _call("permute", self, shape_arg(dims))
 
-    def unsqueeze(self, dim):
-        return _call("unsqueeze", self, dim)
-
-    def squeeze(self, dim=None):
-        return _call("squeeze", self, dim)
-
-    def expand(self, *sizes):
-        return _call("expand", self, shape_arg(sizes))
-
-    def __getitem__(self, key):
-        return _call("getitem", self, key)
-
-    def narrow(self, dim, start, length):
-        return _call("narrow", self, dim, start, length)
-
-    def as_strided(self, size, stride, storage_offset=None):
-        return _call("as_strided", self, tuple(size), tuple(stride), storage_offset)
-
-    def clone(self):
-        return _call("clone", self)
-
-    def contiguous(self):
-        return self if self.is_contiguous() else _call("contiguous", self)
-
-    def __repr__(self):
-        text = KERNELS["__repr__"](self)
-        if self._grad_fn is not None:
-            return f"{text[:-1]}, grad_fn=<{self._grad_fn.name()}>)"
-        return f"{text[:-1]}, requires_grad=True)" if self._requires_grad else text
+if _autograd_field not in REPR_FIELDS:
+    REPR_FIELDS[:] = [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_autograd_field"] + [_autograd_field]
 
 
 def shape_of(x):

@@ -2,6 +2,7 @@
 source/01_tensor/01_tensor.py. Do not edit: edit that file and rebuild."""
 
 import math
+import threading
 import warnings
 from collections import namedtuple
 
@@ -39,8 +40,40 @@ def promote_types(a: DType, b: DType) -> DType:
     return a if DTYPES.index(a) >= DTYPES.index(b) else b
 
 
+class DispatchKey:
+    """A key of the dispatcher (section 3): a name and a priority, which is its bit in a key set. The keys are
+    attributes of this class: `DispatchKey.CPU` here; later chapters declare more with `DispatchKey.declare`."""
+    _by_priority = {}
+
+    def __init__(self, name: str, priority: int):
+        self.name, self.priority, self.bit = name, priority, 1 << priority
+
+    @classmethod
+    def declare(cls, name: str, priority: int) -> "DispatchKey":
+        """The key `name` at `priority` (the same key again when it exists: cells may be run twice)."""
+        key = cls._by_priority.get(priority)
+        if key is None:
+            key = cls._by_priority[priority] = cls(name, priority)
+            setattr(cls, name, key)
+        elif key.name != name:
+            raise ValueError(f"priority {priority} is the key {key.name}'s")
+        return key
+
+    @classmethod
+    def of(cls, priority: int) -> "DispatchKey":
+        return cls._by_priority[priority]
+
+    def __repr__(self):
+        return f"DispatchKey.{self.name}"
+
+
+DispatchKey.declare("CPU", 0)
+
+
 class Storage:
     """A flat, typed buffer: one 1-D NumPy array. Several tensors may share one storage."""
+    device = "cpu"
+    dispatch_keys = DispatchKey.CPU.bit  # the key set of the tensors over it: {CPU} (section 3)
 
     def __init__(self, data: np.ndarray):
         if data.ndim != 1:
@@ -49,7 +82,6 @@ class Storage:
             raise TypeError(f"picotorch stores {', '.join(d.name for d in DTYPES)}; not {data.dtype}")
         self.data = data
         self.dtype = _DTYPE_OF_NUMPY[data.dtype]
-        self.device = "cpu"
 
     @staticmethod
     def empty(size: int, dtype: DType = float32) -> "Storage":
@@ -152,14 +184,6 @@ class Tensor:
         return np.ndarray(self._shape, data.dtype, buffer=data, offset=self._offset * item,
                           strides=tuple(s * item for s in self._stride))
 
-    def to_torch(self) -> torch.Tensor:
-        """A torch.Tensor over the same memory, with the same shape, strides and offset."""
-        return torch.from_numpy(self._storage.data).as_strided(self._shape, self._stride, self._offset)
-
-    def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
-        return f"tensor({body}, dtype={self.dtype})"
-
     def __len__(self):
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
@@ -167,59 +191,87 @@ class Tensor:
 
     def __setitem__(self, key, value):
         """t[key] = value writes through the view t[key] (exercise 8) into the storage."""
-        view = self[key]
-        view.numpy()[...] = value.numpy() if isinstance(value, Tensor) else value
+        dispatch("setitem", self, key, value)
 
     def __bool__(self):
         return bool(self.item())
 
     __hash__ = object.__hash__
 
-    # --- elementwise operations: the work is done by _unary, _binary, _inplace (exercise 11)
-    def neg(self): return self._unary("neg")
-    def abs(self): return self._unary("abs")
-    def exp(self): return self._unary("exp")
-    def log(self): return self._unary("log")
-    def sqrt(self): return self._unary("sqrt")
-    def relu(self): return self._unary("relu")
-    def sigmoid(self): return self._unary("sigmoid")
-    def tanh(self): return self._unary("tanh")
-    def __neg__(self): return self._unary("neg")
-    def __abs__(self): return self._unary("abs")
+    # --- every method below that computes is one call of the dispatcher (section 3) --------
+    def to_torch(self) -> torch.Tensor:
+        """A torch.Tensor over the same memory, with the same shape, strides and offset."""
+        return dispatch("to_torch", self)
 
-    def add(self, other): return self._binary("add", other)
-    def sub(self, other): return self._binary("sub", other)
-    def mul(self, other): return self._binary("mul", other)
-    def div(self, other): return self._binary("div", other)
-    def pow(self, other): return self._binary("pow", other)
-    def maximum(self, other): return self._binary("maximum", other)
-    def __add__(self, other): return self._binary("add", other)
-    def __radd__(self, other): return self._binary("add", other, reverse=True)
-    def __sub__(self, other): return self._binary("sub", other)
-    def __rsub__(self, other): return self._binary("sub", other, reverse=True)
-    def __mul__(self, other): return self._binary("mul", other)
-    def __rmul__(self, other): return self._binary("mul", other, reverse=True)
-    def __truediv__(self, other): return self._binary("div", other)
-    def __rtruediv__(self, other): return self._binary("div", other, reverse=True)
-    def __pow__(self, other): return self._binary("pow", other)
-    def __rpow__(self, other): return self._binary("pow", other, reverse=True)
-    def __eq__(self, other): return self._binary("eq", other) if _is_operand(other) else NotImplemented
-    def __ne__(self, other): return self._binary("ne", other) if _is_operand(other) else NotImplemented
-    def __lt__(self, other): return self._binary("lt", other)
-    def __le__(self, other): return self._binary("le", other)
-    def __gt__(self, other): return self._binary("gt", other)
-    def __ge__(self, other): return self._binary("ge", other)
+    def __repr__(self): return dispatch("repr", self)
+    def item(self): return dispatch("item", self)
+    def tolist(self): return dispatch("tolist", self)
+    def contiguous(self): return dispatch("contiguous", self)
+    def clone(self): return dispatch("clone", self)
 
-    def add_(self, other): return self._inplace("add", other)
-    def sub_(self, other): return self._inplace("sub", other)
-    def mul_(self, other): return self._inplace("mul", other)
-    def div_(self, other): return self._inplace("div", other)
-    def __iadd__(self, other): return self._inplace("add", other)
-    def __isub__(self, other): return self._inplace("sub", other)
-    def __imul__(self, other): return self._inplace("mul", other)
-    def __itruediv__(self, other): return self._inplace("div", other)
+    def view(self, *shape): return dispatch("view", self, shape_arg(shape))
+    def reshape(self, *shape): return dispatch("reshape", self, shape_arg(shape))
+    def transpose(self, dim0, dim1): return dispatch("transpose", self, dim0, dim1)
+    def permute(self, *dims): return dispatch("permute", self, shape_arg(dims))
+    def unsqueeze(self, dim): return dispatch("unsqueeze", self, dim)
+    def squeeze(self, dim=None): return dispatch("squeeze", self, dim)
+    def flatten(self, start_dim=0, end_dim=-1): return dispatch("flatten", self, start_dim, end_dim)
+    def narrow(self, dim, start, length): return dispatch("narrow", self, dim, start, length)
+    def as_strided(self, size, stride, storage_offset=None):
+        return dispatch("as_strided", self, tuple(size), tuple(stride), storage_offset)
+    def __getitem__(self, key): return dispatch("getitem", self, key)
+    def expand(self, *sizes): return dispatch("expand", self, shape_arg(sizes))
+    def broadcast_to(self, shape): return dispatch("broadcast_to", self, tuple(shape))
 
-    def __matmul__(self, other): return self.matmul(other)
+    def neg(self): return dispatch("neg", self)
+    def abs(self): return dispatch("abs", self)
+    def exp(self): return dispatch("exp", self)
+    def log(self): return dispatch("log", self)
+    def sqrt(self): return dispatch("sqrt", self)
+    def relu(self): return dispatch("relu", self)
+    def sigmoid(self): return dispatch("sigmoid", self)
+    def tanh(self): return dispatch("tanh", self)
+    def __neg__(self): return dispatch("neg", self)
+    def __abs__(self): return dispatch("abs", self)
+
+    def add(self, other): return dispatch("add", self, other)
+    def sub(self, other): return dispatch("sub", self, other)
+    def mul(self, other): return dispatch("mul", self, other)
+    def div(self, other): return dispatch("div", self, other)
+    def pow(self, other): return dispatch("pow", self, other)
+    def maximum(self, other): return dispatch("maximum", self, other)
+    def __add__(self, other): return dispatch("add", self, other)
+    def __radd__(self, other): return dispatch("add", other, self)
+    def __sub__(self, other): return dispatch("sub", self, other)
+    def __rsub__(self, other): return dispatch("sub", other, self)
+    def __mul__(self, other): return dispatch("mul", self, other)
+    def __rmul__(self, other): return dispatch("mul", other, self)
+    def __truediv__(self, other): return dispatch("div", self, other)
+    def __rtruediv__(self, other): return dispatch("div", other, self)
+    def __pow__(self, other): return dispatch("pow", self, other)
+    def __rpow__(self, other): return dispatch("pow", other, self)
+    def __eq__(self, other): return dispatch("eq", self, other) if _is_operand(other) else NotImplemented
+    def __ne__(self, other): return dispatch("ne", self, other) if _is_operand(other) else NotImplemented
+    def __lt__(self, other): return dispatch("lt", self, other)
+    def __le__(self, other): return dispatch("le", self, other)
+    def __gt__(self, other): return dispatch("gt", self, other)
+    def __ge__(self, other): return dispatch("ge", self, other)
+
+    def add_(self, other): return dispatch("add_", self, other)
+    def sub_(self, other): return dispatch("sub_", self, other)
+    def mul_(self, other): return dispatch("mul_", self, other)
+    def div_(self, other): return dispatch("div_", self, other)
+    def __iadd__(self, other): return dispatch("add_", self, other)
+    def __isub__(self, other): return dispatch("sub_", self, other)
+    def __imul__(self, other): return dispatch("mul_", self, other)
+    def __itruediv__(self, other): return dispatch("div_", self, other)
+
+    def sum(self, dim=None, keepdim=False): return dispatch("sum", self, dim, keepdim)
+    def mean(self, dim=None, keepdim=False): return dispatch("mean", self, dim, keepdim)
+    def max(self, dim=None, keepdim=False): return dispatch("max", self, dim, keepdim)
+    def argmax(self, dim=None, keepdim=False): return dispatch("argmax", self, dim, keepdim)
+    def matmul(self, other): return dispatch("matmul", self, other)
+    def __matmul__(self, other): return dispatch("matmul", self, other)
 
 
 def _is_operand(x) -> bool:
@@ -241,6 +293,232 @@ BINARY_KERNELS = {
     "gt": np.greater, "ge": np.greater_equal,
 }
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+INPLACE_OPS = ("add", "sub", "mul", "div")  # x.add_(y) is the operator "add_"
+
+
+class LocalDispatchKeySet(threading.local):
+    """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
+    included = 0
+    excluded = 0
+
+
+LOCAL_KEYS = LocalDispatchKeySet()
+TENSOR_KEYS = []   # (attribute, key): a tensor whose attribute is true also brings key (chapter 02: Autograd)
+FALLTHROUGH = 0    # the keys that an operator with no kernel for them falls through
+OPS = {}           # operator name -> Operator: the dispatcher's table
+
+
+class Operator:
+    """One row of the table: an operator's kernels by key, and the kernel each key set runs (computed once)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.kernels = {}  # key priority -> kernel
+        self.table = {}    # key set -> the kernel it runs
+
+    def kernel_for(self, keys: int):
+        kernel = self.table.get(keys)
+        if kernel is None:
+            kernel = self.table[keys] = self.compute(keys)
+        return kernel
+
+    def compute(self, keys: int):
+        remaining = keys or DispatchKey.CPU.bit  # no tensor argument (and no key included): the CPU
+        while remaining:
+            priority = remaining.bit_length() - 1
+            kernel = self.kernels.get(priority)
+            if kernel is not None:
+                return kernel
+            if not FALLTHROUGH >> priority & 1:
+                return self.missing(DispatchKey.of(priority))
+            remaining &= ~(1 << priority)
+        return self.missing(DispatchKey.CPU)
+
+    def missing(self, key):
+        def refuse(*args, **kwargs):
+            raise NotImplementedError(f"Could not run '{self.name}' with arguments from the '{key.name}' backend: "
+                                      f"picotorch has no {key.name} kernel for {self.name!r}")
+        return refuse
+
+    def __repr__(self):
+        keys = ", ".join(DispatchKey.of(p).name for p in sorted(self.kernels, reverse=True))
+        return f"<operator {self.name!r}: kernels for {keys or 'no key'}>"
+
+
+def operator(op: str) -> Operator:
+    entry = OPS.get(op)
+    if entry is None:
+        entry = OPS[op] = Operator(op)
+    return entry
+
+
+def _forget_tables() -> None:
+    for entry in OPS.values():
+        entry.table.clear()
+
+
+def register_kernel(op: str, *keys: DispatchKey):
+    """Decorator: the function is the kernel of `op` for each of `keys` (the newest registration wins)."""
+    def put(kernel):
+        entry = operator(op)
+        for key in keys:
+            entry.kernels[key.priority] = kernel
+        entry.table.clear()
+        return kernel
+    return put
+
+
+def register_fallthrough(key: DispatchKey) -> None:
+    """Operators with no kernel for `key` skip it and go on to the next key of the set."""
+    global FALLTHROUGH
+    FALLTHROUGH |= key.bit
+    _forget_tables()
+
+
+def add_tensor_key(attribute: str, key: DispatchKey) -> None:
+    """Tensors whose `attribute` is true bring `key` into the key set of every call they are an argument of."""
+    if (attribute, key.bit) not in TENSOR_KEYS:
+        TENSOR_KEYS.append((attribute, key.bit))
+
+
+def key_set(*args) -> int:
+    """The key set of a call with these arguments: the keys of every tensor argument, plus the keys this
+    thread includes, minus the keys it excludes."""
+    keys = LOCAL_KEYS.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if getattr(a, attribute):
+                    keys |= bit
+    return keys & ~LOCAL_KEYS.excluded
+
+
+def key_names(keys: int) -> list:
+    """The names of the keys of a key set, highest priority first."""
+    return [DispatchKey.of(p).name for p in range(keys.bit_length() - 1, -1, -1) if keys >> p & 1]
+
+
+def dispatch(op: str, *args, **kwargs):
+    """Call the kernel of `op` for the highest key of the call's key set."""
+    local = LOCAL_KEYS
+    keys = local.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if getattr(a, attribute):
+                    keys |= bit
+    entry = OPS.get(op) or operator(op)
+    return entry.kernel_for(keys & ~local.excluded)(*args, **kwargs)
+
+
+def redispatch(op: str, below: DispatchKey, *args, **kwargs):
+    """Call the kernel of `op` for the highest key of the call's key set that is below `below`: what a kernel
+    calls to hand the work on to the keys under its own."""
+    entry = OPS.get(op) or operator(op)
+    return entry.kernel_for(key_set(*args) & (below.bit - 1))(*args, **kwargs)
+
+
+class ExcludeDispatchKeys:
+    """`with ExcludeDispatchKeys(key, ...):` this thread's calls skip these keys (torch: ExcludeDispatchKeyGuard)."""
+
+    def __init__(self, *keys: DispatchKey):
+        self.bits = 0
+        for key in keys:
+            self.bits |= key.bit
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.excluded
+        LOCAL_KEYS.excluded = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.excluded = self.previous
+        return False
+
+
+class IncludeDispatchKeys(ExcludeDispatchKeys):
+    """`with IncludeDispatchKeys(key, ...):` these keys join every call's key set on this thread."""
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.included
+        LOCAL_KEYS.included = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.included = self.previous
+        return False
+
+
+# Your exercises write the CPU kernels as methods of a small class; register_kernels files them in the table.
+KERNEL_OF_METHOD = {"__getitem__": "getitem"}
+_GROUP_ATTRIBUTES = ("__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
+                     "__static_attributes__")
+
+
+def _unary_kernel(unary, op):
+    return lambda x: unary(x, op)
+
+
+def _binary_kernel(binary, op):
+    def kernel(a, b):
+        return binary(a, op, b) if isinstance(a, Tensor) else binary(b, op, a, True)
+    return kernel
+
+
+def _inplace_kernel(inplace, op):
+    return lambda t, other: inplace(t, op, other)
+
+
+def register_kernels(key: DispatchKey):
+    """Class decorator: each method of the class is the `key` kernel of the operator of its name; `_unary`,
+    `_binary` and `_inplace` serve every elementwise operator; helpers (a leading `_`) and properties join
+    `Tensor`, so that the kernels can call them."""
+    def put(group):
+        for name, value in vars(group).items():
+            if name in _GROUP_ATTRIBUTES:
+                continue
+            if name == "_unary":
+                for op in UNARY_KERNELS:
+                    register_kernel(op, key)(_unary_kernel(value, op))
+            elif name == "_binary":
+                for op in BINARY_KERNELS:
+                    register_kernel(op, key)(_binary_kernel(value, op))
+            elif name == "_inplace":
+                for op in INPLACE_OPS:
+                    register_kernel(op + "_", key)(_inplace_kernel(value, op))
+            elif name in KERNEL_OF_METHOD or not (name.startswith("_") or isinstance(value, property)):
+                register_kernel(KERNEL_OF_METHOD.get(name, name), key)(value)
+                continue
+            if name not in vars(Tensor) or getattr(vars(Tensor)[name], "__qualname__", "").split(".")[0] != "Tensor":
+                setattr(Tensor, name, value)
+        return group
+    return put
+
+
+# The given CPU kernels: the bridge to torch, printing, and writing through a view.
+@register_kernel("to_torch", DispatchKey.CPU)
+def _to_torch_cpu(t: Tensor) -> torch.Tensor:
+    return torch.from_numpy(t._storage.data).as_strided(t._shape, t._stride, t._offset)
+
+
+REPR_FIELDS = []  # functions t -> "" or ", name=value": what later chapters add inside tensor(...)
+
+
+def tensor_repr(t: Tensor, values: np.ndarray) -> str:
+    """torch's repr of t, whose values (on the CPU) are `values`."""
+    body = np.array2string(values, separator=", ", prefix="tensor(")
+    return f"tensor({body}, dtype={t.dtype}{''.join(field(t) for field in REPR_FIELDS)})"
+
+
+@register_kernel("repr", DispatchKey.CPU)
+def _repr_cpu(t: Tensor) -> str:
+    return tensor_repr(t, t.numpy())
+
+
+@register_kernel("setitem", DispatchKey.CPU)
+def _setitem_cpu(t: Tensor, key, value) -> None:
+    view = t[key]
+    view.numpy()[...] = value.numpy() if isinstance(value, Tensor) else value
 
 
 def from_torch(t: torch.Tensor) -> Tensor:
@@ -366,7 +644,7 @@ def _non_overlapping_and_dense(shape, stride) -> bool:
     return True
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Copies:
     def contiguous(self) -> "Tensor":
         if self.is_contiguous():
@@ -449,7 +727,7 @@ def view_strides(old_shape, old_stride, new_shape):
     return tuple(new_stride)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Views:
     def view(self, *shape) -> "Tensor":
         shape = infer_size(shape_arg(shape), self.numel())
@@ -467,7 +745,7 @@ class Views:
         return self.contiguous().view(shape)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Transposes:
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         n = self.dim()
@@ -500,7 +778,7 @@ class Transposes:
         return self.transpose(-2, -1)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class SizeOneDims:
     def unsqueeze(self, dim: int) -> "Tensor":
         n = self.dim()
@@ -534,7 +812,7 @@ class SizeOneDims:
         return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Windows:
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
         if self.dim() == 0:
@@ -568,7 +846,7 @@ class Windows:
         return Tensor(self._storage, size, stride, offset)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Indexing:
     def __getitem__(self, key) -> "Tensor":
         key = key if isinstance(key, tuple) else (key,)
@@ -622,7 +900,7 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(result)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Broadcasting:
     def expand(self, *sizes) -> "Tensor":
         sizes = shape_arg(sizes)
@@ -690,7 +968,7 @@ def can_cast(from_: DType, to: DType) -> bool:
     return from_.category <= to.category
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Elementwise:
     def _unary(self, op: str) -> "Tensor":
         if self.dtype is bool_ and op in ("neg", "abs", "relu"):
@@ -742,7 +1020,7 @@ def reduction_dims(dim, ndim: int) -> tuple:
     return tuple(dims) if ndim else ()
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Reductions:
     def sum(self, dim=None, keepdim: bool = False) -> "Tensor":
         dtype = self.dtype if self.dtype.is_floating_point else int64
@@ -788,7 +1066,7 @@ class Reductions:
         return from_numpy(np.asarray(out, np.int64))
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class MatMul:
     def matmul(self, other: "Tensor") -> "Tensor":
         if self.dim() == 0 or other.dim() == 0:
