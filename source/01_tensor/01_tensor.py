@@ -82,8 +82,8 @@ float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
 DTYPES = (bool_, int64, float32, float64)  # in promotion order: each holds all the values of those before it
 _DTYPE_OF_NUMPY = {d.numpy: d for d in DTYPES}
-_TORCH_DTYPE = {bool_: torch.bool, int64: torch.int64, float32: torch.float32, float64: torch.float64}
-_DTYPE_OF_TORCH = {t: d for d, t in _TORCH_DTYPE.items()}
+TORCH_DTYPE = {bool_: torch.bool, int64: torch.int64, float32: torch.float32, float64: torch.float64}
+DTYPE_OF_TORCH = {t: d for d, t in TORCH_DTYPE.items()}
 
 
 def promote_types(a: DType, b: DType) -> DType:
@@ -688,7 +688,7 @@ def from_torch(t: torch.Tensor) -> Tensor:
     """A picotorch Tensor sharing the memory of the CPU tensor t, with its shape, strides and offset."""
     if t.device.type != "cpu":
         raise ValueError(f"from_torch needs a CPU tensor; this one is on {t.device}")
-    if t.dtype not in _DTYPE_OF_TORCH:
+    if t.dtype not in DTYPE_OF_TORCH:
         raise TypeError(f"picotorch has no dtype for {t.dtype}; it knows {', '.join(d.name for d in DTYPES)}")
     t = t.detach()
     n = t.untyped_storage().nbytes() // t.element_size()
@@ -2183,8 +2183,8 @@ expect_result_type(operand("tensor", torch.bool), operand("number", torch.int64)
 expect_result_type(operand("0-dim", torch.int64), operand("tensor", torch.float32))
 for f in TORCH_DTYPES:
     for t in TORCH_DTYPES:
-        what = f"can_cast({_DTYPE_OF_TORCH[f]}, {_DTYPE_OF_TORCH[t]})"
-        compare.assert_equal(yours(what, can_cast, _DTYPE_OF_TORCH[f], _DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
+        what = f"can_cast({DTYPE_OF_TORCH[f]}, {DTYPE_OF_TORCH[t]})"
+        compare.assert_equal(yours(what, can_cast, DTYPE_OF_TORCH[f], DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 for ka in ("tensor", "0-dim", "number"):

@@ -84,16 +84,18 @@ import math
 import numpy as np
 import torch
 
-import picotorch.ch02_autograd as _autograd
 from course.cuda import CudaError, Kernel
 from course.cuda import Module as CudaModule
 from course.cuda.status import gpu_available
-from picotorch import (COMPARISONS, DEVICES, FLOAT_RESULT, KERNELS, LinearFunction, Storage, Tensor, add_methods,
-                       bool_, broadcast_shapes, can_cast, contiguous_strides, dense_strides_like, float32, float64,
-                       from_torch, int64, no_grad, result_type, shape_arg, wrap_dim)
-from picotorch.ch01_tensor import _DTYPE_OF_TORCH, _TORCH_DTYPE
-from picotorch.ch02_autograd import _KERNEL_CALLS, Function
-from picotorch.ch03_module import parse_to as _ch03_parse_to
+from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, REPR_FIELDS, TORCH_DTYPE, DispatchKey,
+                       Function, GradMode, LinearFunction, Storage, Tensor, add_methods, bool_, broadcast_shapes,
+                       can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
+                       result_type, shape_arg, tensor_repr, wrap_dim)
+from picotorch import dispatch as dispatch_by_keys
+from picotorch import parse_to as _ch03_parse_to
+from picotorch import register_kernel as register_key_kernel
+
+DispatchKey.declare("CUDA", 1)  # the backend key of "cuda" and "emu" tensors: above CPU, below Autograd
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")
@@ -319,12 +321,13 @@ def torch_device(device) -> torch.device:
 
 class DeviceStorage:
     """A flat, typed buffer on a device, in memory owned by `owner`: a 1-D torch tensor on that device."""
+    dispatch_keys = DispatchKey.CUDA.bit  # its tensors' calls go to the CUDA kernels (the emulator runs them too)
 
     def __init__(self, owner: torch.Tensor, device: Device):
         if owner.dim() != 1 or not owner.is_contiguous():
             raise ValueError("a device storage is a flat (1-D, contiguous) torch tensor")
         self.owner = owner
-        self.dtype = _DTYPE_OF_TORCH[owner.dtype]
+        self.dtype = DTYPE_OF_TORCH[owner.dtype]
         self.device = device
 
     def __len__(self) -> int:
@@ -361,44 +364,22 @@ def wrap_torch(t: torch.Tensor, device) -> Tensor:
 def empty_on(shape, dtype, device) -> Tensor:
     """A new contiguous tensor of `shape` and `dtype` on `device`, its values undefined."""
     shape = tuple(shape)
-    owner = torch.empty(math.prod(shape), dtype=_TORCH_DTYPE[dtype], device=torch_device(device))
+    owner = torch.empty(math.prod(shape), dtype=TORCH_DTYPE[dtype], device=torch_device(device))
     return wrap_torch(owner.view(shape), device)
 
 
-if "_ch05_saved" not in vars(Tensor):  # chapter 01-04 methods this chapter replaces, kept once
-    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("to_torch", "item", "tolist", "backward", "_write",
-                                                                 "copy_")
+if "_ch05_saved" not in vars(Tensor):  # chapter 02-03 methods this chapter replaces, kept once
+    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("backward", "_write", "copy_")
                           if name in vars(Tensor)}
+if CPU is not None:
+    Storage.device = CPU  # chapter 01's storages are on the CPU device, now a Device
 
 
 @add_methods(Tensor)
 class OnDevices:
     @property
-    def device(self) -> Device:
-        storage = self._storage
-        return storage.device if isinstance(storage, DeviceStorage) else CPU
-
-    @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
-
-    def to_torch(self) -> torch.Tensor:
-        """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
-        if isinstance(self._storage, DeviceStorage):
-            return self._storage.owner.as_strided(self._shape, self._stride, self._offset)
-        return Tensor._ch05_saved["to_torch"](self)
-
-    def item(self):
-        if isinstance(self._storage, DeviceStorage):
-            if self.numel() != 1:
-                raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-            return self.to_torch().item()  # on a GPU this waits for the kernels that compute it
-        return Tensor._ch05_saved["item"](self)
-
-    def tolist(self):
-        if isinstance(self._storage, DeviceStorage):
-            return self.to_torch().tolist()
-        return Tensor._ch05_saved["tolist"](self)
 
     def cpu(self) -> "Tensor":
         return self.to("cpu")
@@ -628,71 +609,67 @@ finally:
 # values on the CPU and copy them over.
 
 # %% reference=true
-if "_ch05_cpu_kernels" not in vars(Tensor):
-    Tensor._ch05_cpu_kernels = dict(Tensor._ch01_kernels)
-CPU_KERNELS = Tensor._ch05_cpu_kernels  # chapter 01's methods: the NumPy kernels
 VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
-         "as_strided")
-_VIEW_METHODS = {"getitem": "__getitem__"}
+         "as_strided", "flatten", "broadcast_to")
 
 
-def _cpu_binary(op):
-    def kernel(a, b):
-        if isinstance(a, Tensor):
-            return CPU_KERNELS["_binary"](a, op, b)
-        return CPU_KERNELS["_binary"](b, op, a, True)
-    return kernel
+def cpu_kernel(op: str):
+    """Chapter 01's (or 02's) kernel of `op` for the CPU key, from the dispatcher's table."""
+    return OPS[op].kernels[DispatchKey.CPU.priority]
 
 
-for _op in UNARY_OPS:
-    register_kernel(_op, "cpu")((lambda op: lambda x: CPU_KERNELS["_unary"](x, op))(_op))
-for _op in BINARY_OPS:
-    register_kernel(_op, "cpu")(_cpu_binary(_op))
-for _op in ("sum", "mean", "max", "matmul", "clone", "contiguous"):
-    register_kernel(_op, "cpu")(CPU_KERNELS[_op])
-register_kernel("inplace", "cpu")(CPU_KERNELS["_inplace"])
-register_kernel("setitem", "cpu")(CPU_KERNELS["__setitem__"])
-register_kernel("repr", "cpu")(CPU_KERNELS["__repr__"])
+for _op in UNARY_OPS + BINARY_OPS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast"):
+    register_kernel(_op, "cpu")(cpu_kernel(_op))
+register_kernel("inplace", "cpu")(lambda t, op, other: cpu_kernel(op + "_")(t, other))
 for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
-    register_kernel(_op, "cpu", "cuda")(CPU_KERNELS[_VIEW_METHODS.get(_op, _op)])
+    register_kernel(_op, "cpu", "cuda")(cpu_kernel(_op))
 
 
-def _dispatching(op):
+def cuda_key_kernel(op: str):
+    """The CUDA key's kernel of `op` in chapter 01's dispatcher: your dispatch, which picks the CUDA kernel."""
     return lambda *args: dispatch(op, *args)
 
 
-KERNELS.update({
-    "_unary": lambda x, op: dispatch(op, x),
-    "_binary": lambda a, op, b, reverse=False: dispatch(op, b, a) if reverse else dispatch(op, a, b),
-    "_inplace": lambda t, op, other: dispatch("inplace", t, op, other),
-    "__setitem__": lambda t, key, value: dispatch("setitem", t, key, value),
-    "__repr__": lambda t: dispatch("repr", t),
-    **{op: _dispatching(op) for op in ("sum", "mean", "max", "matmul", "clone", "contiguous")},
-    **{_VIEW_METHODS.get(op, op): _dispatching(op) for op in VIEWS},
-})
-_KERNEL_CALLS.update({op: KERNELS[op] for op in ("sum", "mean", "max", "matmul", "clone", "contiguous")})
-_KERNEL_CALLS.update({op: KERNELS[_VIEW_METHODS.get(op, op)] for op in VIEWS})
+for _op in UNARY_OPS + BINARY_OPS + VIEWS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast",
+                                               "where"):
+    register_key_kernel(_op, DispatchKey.CUDA)(cuda_key_kernel(_op))
+for _op in ("add", "sub", "mul", "div"):
+    register_key_kernel(_op + "_", DispatchKey.CUDA)((lambda op: lambda t, other: dispatch("inplace", t, op, other))(_op))
 
 
-def _device_repr(t: Tensor) -> str:
-    text = CPU_KERNELS["__repr__"](t.to("cpu"))
-    return f"{text[:-1]}, device='{t.device}')"
+@register_key_kernel("to_torch", DispatchKey.CUDA)
+def _to_torch_cuda(t: Tensor) -> torch.Tensor:
+    """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
+    return t._storage.owner.as_strided(t._shape, t._stride, t._offset)
 
 
-register_kernel("repr", "cuda")(_device_repr)
+@register_key_kernel("item", DispatchKey.CUDA)
+def _item_cuda(t: Tensor):
+    if t.numel() != 1:
+        raise RuntimeError(f"a Tensor with {t.numel()} elements cannot be converted to Scalar")
+    return t.to_torch().item()  # on a GPU this waits for the kernels that compute it
+
+
+@register_key_kernel("tolist", DispatchKey.CUDA)
+def _tolist_cuda(t: Tensor):
+    return t.to_torch().tolist()
+
+
+@register_key_kernel("repr", DispatchKey.CUDA)
+def _repr_cuda(t: Tensor) -> str:
+    return tensor_repr(t, t.to_torch().cpu().numpy())
+
+
+def _device_field(t: Tensor) -> str:
+    return f", device='{t.device}'" if isinstance(t._storage, DeviceStorage) else ""
+
+
+REPR_FIELDS[:] = [_device_field] + [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_device_field"]
 
 
 @register_kernel("full_like", "cpu")
 def _full_like_cpu(t: Tensor, value) -> Tensor:
     return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
-
-
-def _cast(t, dtype):
-    """t in `dtype` (t itself when it has it): the engine's cast, on any device."""
-    return t if t.dtype is dtype else t.to(dtype)
-
-
-_autograd.cast = _cast  # chapter 02's engine casts gradients with it
 
 
 @add_methods(Tensor)
@@ -705,7 +682,7 @@ class DeviceAwareMethods:
     def _write(self, values, what: str):
         if not isinstance(self._storage, DeviceStorage):
             return Tensor._ch05_saved["_write"](self, values, what)
-        if _autograd.GradMode.enabled and self.requires_grad:
+        if GradMode.enabled and self.requires_grad:
             raise RuntimeError(f"{what} on a tensor that requires grad: picotorch's autograd does not record "
                                "in-place operations; do it inside no_grad()")
         if isinstance(values, (bool, int, float)):
@@ -720,7 +697,7 @@ class DeviceAwareMethods:
             src = move(src, self.device)  # across devices: a transfer first
         if not isinstance(self._storage, DeviceStorage):
             return Tensor._ch05_saved["copy_"](self, src)
-        if _autograd.GradMode.enabled and self.requires_grad:
+        if GradMode.enabled and self.requires_grad:
             raise RuntimeError("copy_() on a tensor that requires grad: picotorch's autograd does not record "
                                "in-place operations; do it inside no_grad()")
         if isinstance(src, torch.Tensor):
@@ -790,11 +767,6 @@ class ToDType(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, None
-
-
-@register_kernel("cast", "cpu")
-def _cast_cpu(x: Tensor, dtype) -> Tensor:
-    return Tensor(Storage(x.numpy().astype(dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
 
 
 # %% solution="ex_to" reference=true
@@ -1990,20 +1962,12 @@ def where_cuda(condition: Tensor, x, y) -> Tensor:
         views = [v.expand(shape).to_torch() for v in (c, x, y)]
         meta = torch.tensor([*shape, *(s for v in views for s in v.stride())] or [0], dtype=torch.int64,
                             device=views[0].device)
-        WHERE("where_strided", C_TYPES[_TORCH_DTYPE[dtype]])(
+        WHERE("where_strided", C_TYPES[TORCH_DTYPE[dtype]])(
             *geometry, (out.to_torch(), *views, meta, np.int32(len(shape)), np.int64(out.numel())))
     return out
 
 
-@register_kernel("where", "cpu")
-def where_cpu(condition: Tensor, x, y) -> Tensor:
-    return _ch02_where(condition, x, y)
-
-
-if "_ch05_where" not in vars(_autograd):
-    _autograd._ch05_where = _autograd.where
-_ch02_where = _autograd._ch05_where
-_autograd.where = lambda condition, x, y: dispatch("where", condition, x, y)  # chapter 02's backward formulas use it
+register_kernel("where", "cpu")(cpu_kernel("where"))  # chapter 02's, which its backward formulas call
 
 # %% [markdown]
 # ## Exercise 9 — `sum` along a dim: a shared-memory tree

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
-                       broadcast_shapes, float32, from_numpy, from_torch, redispatch, register_fallthrough,
+                       broadcast_shapes, dispatch, float32, from_numpy, from_torch, redispatch, register_fallthrough,
                        register_kernel, shape_arg, wrap_dim, zeros)
 
 
@@ -69,8 +69,13 @@ def ones(*shape, dtype=float32) -> Tensor:
 
 
 def cast(t: Tensor, dtype) -> Tensor:
-    """t itself when it already has `dtype`, else a copy converted to it."""
-    return t if t.dtype is dtype else from_numpy(t.numpy().astype(dtype.numpy))
+    """t itself when it already has `dtype`, else a copy converted to it (the operator "cast")."""
+    return t if t.dtype is dtype else dispatch("cast", t, dtype)
+
+
+@register_kernel("cast", DispatchKey.CPU)
+def _cast_cpu(t: Tensor, dtype) -> Tensor:
+    return from_numpy(t.numpy().astype(dtype.numpy))
 
 
 class no_grad:
@@ -374,7 +379,12 @@ def shape_of(x):
 
 def where(condition, x, y) -> Tensor:
     """Elementwise `x if condition else y`, for backward formulas (it records nothing). Any of the three may be
-    a Python number; the result has the dtype of the tensors among x and y."""
+    a Python number; the result has the dtype of the tensors among x and y. (The operator "where".)"""
+    return dispatch("where", condition, x, y)
+
+
+@register_kernel("where", DispatchKey.CPU)
+def _where_cpu(condition, x, y) -> Tensor:
     tensors = [v for v in (x, y) if isinstance(v, Tensor)]
     out = np.where(*(v.numpy() if isinstance(v, Tensor) else v for v in (condition, x, y)))
     dtype = np.result_type(*(t.dtype.numpy for t in tensors)) if tensors else out.dtype
