@@ -2884,6 +2884,16 @@ from course.widgets.autograd_graph import explore
 
 explore(from_torch, no_grad)
 
+# %% reference=true
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
+           "AccumulateGrad", "gradient_edge", "FREED", "BackwardNode", "Function", "NOT_REQUIRING_GRAD",
+           "NOT_SCALAR", "FUNCTIONS", "register", "KERNELS", "unary_kernel", "binary_kernel", "shape_of", "where",
+           "Neg", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Abs", "sum_to_shape", "Add", "Sub", "Mul",
+           "Div", "Pow", "Maximum", "kept_shape", "Sum", "Mean", "Max", "MaxDim", "Matmul", "Clone", "Contiguous",
+           "storage_positions", "AsStrided", "Transpose", "Permute", "View", "Reshape", "Unsqueeze", "Squeeze",
+           "Expand", "Getitem", "Narrow", "numerical_gradient", "gradcheck"]
+
 # %% [markdown]
 # ## Check your work
 #

@@ -2900,6 +2900,13 @@ from course.widgets.module_inspector import explore
 
 explore(OUR_NN)
 
+# %% reference=true
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["DEVICES", "TORCH_DTYPES", "device_name", "dtype_arg", "parse_to", "torch_generator_values", "bernoulli", "ToCopy",
+           "Parameter", "Module", "IncompatibleKeys", "size_text", "as_ours", "torch_state_dict", "RemovableHandle",
+           "kaiming_uniform_", "LinearFunction", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Dropout",
+           "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "Embedding"]
+
 # %% [markdown]
 # ## Check your work
 #

@@ -2346,6 +2346,15 @@ from course.widgets.training_dashboard import explore
 explore(SGD=SGD, Adam=Adam, AdamW=AdamW, cross_entropy=cross_entropy, TensorDataset=TensorDataset,
         DataLoader=DataLoader, fit=fit)
 
+# %% reference=true
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_targets", "reduce_losses", "LogSoftmax",
+           "log_softmax", "NLLLossFunction", "CrossEntropy", "nll_loss", "cross_entropy", "CrossEntropyLoss",
+           "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
+           "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
+           "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
+           "shifted", "Standardize", "train_digits"]
+
 # %% [markdown]
 # ## Check your work
 #

@@ -3060,6 +3060,22 @@ compare.assert_matches(ps[0], torch.tensor([0.5, 0.0, -0.5]).to(torch_device(DEV
 compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_step: a parameter without .grad is left alone")
 ### END HIDDEN TESTS
 
+# %% reference=true
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
+           "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "register_kernel", "device_of", "dispatch",
+           "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
+           "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
+           "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
+           "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
+           "cast_cuda", "clone_cuda", "contiguous_cuda", "setitem_cuda", "cuda_elementwise", "inplace_cuda",
+           "WHERE", "where_cuda", "SUM_THREADS", "reduction_threads", "SUM", "launch_sum_rows", "SUM_ROWS", "USE",
+           "use_kernels", "reduction_layout", "cuda_sum", "cuda_mean", "SUM_WARP", "launch_sum_rows_warp",
+           "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
+           "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
+           "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "arange_on", "cross_entropy_on_device", "sgd_step",
+           "train"]
+
 # %% [markdown]
 # ## What runs where, and what to read next
 #

@@ -910,3 +910,13 @@ def gradcheck(f, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e
         if not np.allclose(analytical, expected.numpy(), rtol=rtol, atol=atol):
             return False
     return True
+
+
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
+           "AccumulateGrad", "gradient_edge", "FREED", "BackwardNode", "Function", "NOT_REQUIRING_GRAD",
+           "NOT_SCALAR", "FUNCTIONS", "register", "KERNELS", "unary_kernel", "binary_kernel", "shape_of", "where",
+           "Neg", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Abs", "sum_to_shape", "Add", "Sub", "Mul",
+           "Div", "Pow", "Maximum", "kept_shape", "Sum", "Mean", "Max", "MaxDim", "Matmul", "Clone", "Contiguous",
+           "storage_positions", "AsStrided", "Transpose", "Permute", "View", "Reshape", "Unsqueeze", "Squeeze",
+           "Expand", "Getitem", "Narrow", "numerical_gradient", "gradcheck"]

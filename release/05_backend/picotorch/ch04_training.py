@@ -666,3 +666,12 @@ def train_digits(seed: int = 0, epochs: int = 8, on_epoch=None) -> tuple:
     history = fit(model, optimizer, cross_entropy, train_loader, test_loader, epochs, scheduler=scheduler,
                   on_epoch=on_epoch)
     return model, history
+
+
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_targets", "reduce_losses", "LogSoftmax",
+           "log_softmax", "NLLLossFunction", "CrossEntropy", "nll_loss", "cross_entropy", "CrossEntropyLoss",
+           "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
+           "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
+           "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
+           "shifted", "Standardize", "train_digits"]

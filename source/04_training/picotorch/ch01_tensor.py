@@ -1088,3 +1088,15 @@ class MatMul:
         if other.dim() == 1:
             out = out.squeeze(-1)
         return out
+
+
+# The names of this chapter that later chapters may use (`from picotorch import ...`).
+__all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "promote_types",
+           "DispatchKey", "Storage", "add_methods", "wrap_dim", "shape_arg", "MaxResult", "Tensor", "UNARY_KERNELS",
+           "FLOAT_RESULT", "BINARY_KERNELS", "COMPARISONS", "INPLACE_OPS", "LocalDispatchKeySet", "LOCAL_KEYS",
+           "TENSOR_KEYS", "FALLTHROUGH", "OPS", "Operator", "operator", "register_kernel", "register_fallthrough",
+           "add_tensor_key", "key_set", "key_names", "dispatch", "redispatch", "ExcludeDispatchKeys",
+           "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "REPR_FIELDS", "tensor_repr",
+           "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",
+           "storage_position", "dense_strides_like", "infer_size", "view_strides", "broadcast_shapes",
+           "result_type", "can_cast", "reduction_dims"]
