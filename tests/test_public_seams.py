@@ -121,10 +121,17 @@ def _load_chapter_by_chapter(folder: Path):
         sys.modules.update(saved)
 
 
-def test_no_chapter_replaces_a_method_of_tensor():
-    folder = REPO / "release" / "05_backend" / PACKAGE
+def _reference_package(tmp_path) -> Path:
+    from autograder.build import assemble_reference
+
+    return assemble_reference(REPO, tmp_path / "reference") / PACKAGE
+
+
+@pytest.mark.parametrize("which", ["release/05_backend", "every chapter"])
+def test_no_chapter_replaces_a_method_of_tensor(which, tmp_path):
+    folder = REPO / which / PACKAGE if which.startswith("release") else _reference_package(tmp_path)
     if not folder.is_dir():
-        pytest.skip("no release/05_backend/picotorch")
+        pytest.skip(f"no {folder}")
     replaced, before, owner = [], {}, {}
     for chapter, attributes in _load_chapter_by_chapter(folder):
         for name, value in attributes.items():

@@ -90,7 +90,7 @@ from course.cuda.status import gpu_available
 from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, REPR_FIELDS, TORCH_DTYPE, DispatchKey,
                        Function, GradMode, LinearFunction, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
-                       result_type, shape_arg, tensor_repr, wrap_dim)
+                       register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
 from picotorch import dispatch as dispatch_by_keys
 from picotorch import parse_to as _ch03_parse_to
 from picotorch import register_kernel as register_key_kernel
@@ -368,9 +368,6 @@ def empty_on(shape, dtype, device) -> Tensor:
     return wrap_torch(owner.view(shape), device)
 
 
-if "_ch05_saved" not in vars(Tensor):  # chapter 02-03 methods this chapter replaces, kept once
-    Tensor._ch05_saved = {name: vars(Tensor)[name] for name in ("backward", "_write", "copy_")
-                          if name in vars(Tensor)}
 if CPU is not None:
     Storage.device = CPU  # chapter 01's storages are on the CPU device, now a Device
 
@@ -672,40 +669,35 @@ def _full_like_cpu(t: Tensor, value) -> Tensor:
     return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
 
 
-@add_methods(Tensor)
-class DeviceAwareMethods:
-    def backward(self, gradient=None, retain_graph: bool = False) -> None:
-        if gradient is None and self.device != CPU and self.requires_grad and self.numel() == 1:
-            gradient = dispatch("full_like", self, 1)
-        return Tensor._ch05_saved["backward"](self, gradient, retain_graph)
+@register_key_kernel("ones_like", DispatchKey.CUDA)
+def _ones_like_cuda(t: Tensor) -> Tensor:  # the engine's first gradient, of a scalar on a device
+    return dispatch("full_like", t, 1)
 
-    def _write(self, values, what: str):
-        if not isinstance(self._storage, DeviceStorage):
-            return Tensor._ch05_saved["_write"](self, values, what)
-        if GradMode.enabled and self.requires_grad:
-            raise RuntimeError(f"{what} on a tensor that requires grad: picotorch's autograd does not record "
-                               "in-place operations; do it inside no_grad()")
-        if isinstance(values, (bool, int, float)):
-            dispatch("setitem", self, (), values)
-        else:  # computed on the CPU (random numbers, another tensor's values): copied over
-            source = torch.as_tensor(np.asarray(values, dtype=self.dtype.numpy)).expand(self.shape)
-            self.to_torch().copy_(source)
-        return self
 
-    def copy_(self, src) -> "Tensor":
-        if isinstance(src, Tensor) and src.device != self.device:
-            src = move(src, self.device)  # across devices: a transfer first
-        if not isinstance(self._storage, DeviceStorage):
-            return Tensor._ch05_saved["copy_"](self, src)
-        if GradMode.enabled and self.requires_grad:
-            raise RuntimeError("copy_() on a tensor that requires grad: picotorch's autograd does not record "
-                               "in-place operations; do it inside no_grad()")
-        if isinstance(src, torch.Tensor):
-            src = wrap_torch(src.detach().to(torch_device(self.device)), self.device)
-        if not isinstance(src, Tensor):  # numbers, NumPy arrays: computed on the CPU, copied over
-            return self._write(src if isinstance(src, (bool, int, float)) else np.asarray(src), "copy_()")
-        dispatch("setitem", self, (), src)
-        return self
+@register_key_kernel("write", DispatchKey.CUDA)
+def _write_cuda(t: Tensor, values) -> None:
+    if isinstance(values, (bool, int, float)):
+        dispatch("setitem", t, (), values)
+    else:  # computed on the CPU (random numbers, another tensor's values): copied over
+        source = torch.as_tensor(np.asarray(values, dtype=t.dtype.numpy)).expand(t.shape)
+        t.to_torch().copy_(source)
+
+
+@register_key_kernel("copy_", DispatchKey.CUDA)
+def _copy_cuda(t: Tensor, src) -> Tensor:
+    if isinstance(src, Tensor) and src.device != t.device:
+        src = move(src, t.device)  # across devices: a transfer first
+    if not isinstance(t._storage, DeviceStorage):
+        return cpu_kernel("copy_")(t, src)
+    if GradMode.enabled and t.requires_grad:
+        raise RuntimeError("copy_() on a tensor that requires grad: picotorch's autograd does not record "
+                           "in-place operations; do it inside no_grad()")
+    if isinstance(src, torch.Tensor):
+        src = wrap_torch(src.detach().to(torch_device(t.device)), t.device)
+    if not isinstance(src, Tensor):  # numbers, NumPy arrays: computed on the CPU, copied over
+        return t._write(src if isinstance(src, (bool, int, float)) else np.asarray(src), "copy_()")
+    dispatch("setitem", t, (), src)
+    return t
 
 
 # %% [markdown]
@@ -780,7 +772,7 @@ def move(t: Tensor, device) -> Tensor:
     ### END SOLUTION
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU, DispatchKey.CUDA)
 class To:
     def to(self, *args, **kwargs) -> "Tensor":
         ### BEGIN SOLUTION

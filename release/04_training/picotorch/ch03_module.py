@@ -9,8 +9,8 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 import torch
 
-from picotorch import (DType, Function, GradMode, Tensor, add_methods, bool_, empty, float32, float64, from_numpy,
-                       from_torch, int64, no_grad, ones, tensor, zeros)
+from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_methods, bool_, dispatch, empty, float32,
+                       float64, from_numpy, from_torch, int64, no_grad, ones, register_kernel, tensor, zeros)
 
 
 DEVICES = ["cpu"]  # the devices picotorch knows; chapter 05 adds "cuda"
@@ -81,19 +81,40 @@ class ToCopy(Function):
         return grad, None
 
 
+@register_kernel("write", DispatchKey.CPU)
+def _write_cpu(t: Tensor, values) -> None:
+    """t's elements = values (a number or an array that broadcasts to t's shape, computed on the CPU)."""
+    t.numpy()[...] = values
+
+
+@register_kernel("copy_", DispatchKey.CPU)
+def _copy_cpu(t: Tensor, src) -> Tensor:
+    values = src.numpy() if isinstance(src, Tensor) else src.detach().cpu().numpy() \
+        if isinstance(src, torch.Tensor) else src
+    return t._write(values, "copy_()")
+
+
+@register_kernel("to", DispatchKey.CPU)
+def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
+    device, dtype = parse_to(*args, **kwargs)
+    if device is not None and device != t.device:
+        raise NotImplementedError(f"picotorch cannot move a tensor from {t.device} to {device} yet")
+    if dtype is None or dtype is t.dtype:
+        return t
+    return ToCopy.apply(t, dtype)
+
+
 @add_methods(Tensor)
 class ModuleSupport:
     def _write(self, values, what: str) -> "Tensor":
         if GradMode.enabled and self.requires_grad:
             raise RuntimeError(f"{what} on a tensor that requires grad: picotorch's autograd does not record "
                                "in-place operations; do it inside no_grad()")
-        self.numpy()[...] = values
+        dispatch("write", self, values)
         return self
 
     def copy_(self, src) -> "Tensor":
-        values = src.numpy() if isinstance(src, Tensor) else src.detach().cpu().numpy() \
-            if isinstance(src, torch.Tensor) else src
-        return self._write(values, "copy_()")
+        return dispatch("copy_", self, src)
 
     def zero_(self) -> "Tensor":
         return self._write(0, "zero_()")
@@ -122,12 +143,7 @@ class ModuleSupport:
                                                                   value._offset)
 
     def to(self, *args, **kwargs) -> "Tensor":
-        device, dtype = parse_to(*args, **kwargs)
-        if device is not None and device != self.device:
-            raise NotImplementedError(f"picotorch cannot move a tensor from {self.device} to {device} yet")
-        if dtype is None or dtype is self.dtype:
-            return self
-        return ToCopy.apply(self, dtype)
+        return dispatch("to", self, *args, **kwargs)
 
 
 class Parameter(Tensor):

@@ -469,25 +469,25 @@ def _inplace_kernel(inplace, op):
     return lambda t, other: inplace(t, op, other)
 
 
-def register_kernels(key: DispatchKey):
-    """Class decorator: each method of the class is the `key` kernel of the operator of its name; `_unary`,
-    `_binary` and `_inplace` serve every elementwise operator; helpers (a leading `_`) and properties join
-    `Tensor`, so that the kernels can call them."""
+def register_kernels(*keys: DispatchKey):
+    """Class decorator: each method of the class is the kernel of the operator of its name for each of `keys`;
+    `_unary`, `_binary` and `_inplace` serve every elementwise operator; helpers (a leading `_`) and properties
+    join `Tensor`, so that the kernels can call them."""
     def put(group):
         for name, value in vars(group).items():
             if name in _GROUP_ATTRIBUTES:
                 continue
             if name == "_unary":
                 for op in UNARY_KERNELS:
-                    register_kernel(op, key)(_unary_kernel(value, op))
+                    register_kernel(op, *keys)(_unary_kernel(value, op))
             elif name == "_binary":
                 for op in BINARY_KERNELS:
-                    register_kernel(op, key)(_binary_kernel(value, op))
+                    register_kernel(op, *keys)(_binary_kernel(value, op))
             elif name == "_inplace":
                 for op in INPLACE_OPS:
-                    register_kernel(op + "_", key)(_inplace_kernel(value, op))
+                    register_kernel(op + "_", *keys)(_inplace_kernel(value, op))
             elif name in KERNEL_OF_METHOD or not (name.startswith("_") or isinstance(value, property)):
-                register_kernel(KERNEL_OF_METHOD.get(name, name), key)(value)
+                register_kernel(KERNEL_OF_METHOD.get(name, name), *keys)(value)
                 continue
             if name not in vars(Tensor) or getattr(vars(Tensor)[name], "__qualname__", "").split(".")[0] != "Tensor":
                 setattr(Tensor, name, value)

@@ -68,6 +68,16 @@ def ones(*shape, dtype=float32) -> Tensor:
     return from_numpy(np.ones(shape_arg(shape), dtype.numpy))
 
 
+def ones_like(t: Tensor) -> Tensor:
+    """Ones of t's shape and dtype, where t is (the operator "ones_like": chapter 05 adds its CUDA kernel)."""
+    return dispatch("ones_like", t)
+
+
+@register_kernel("ones_like", DispatchKey.CPU)
+def _ones_like_cpu(t: Tensor) -> Tensor:
+    return ones(t.shape, dtype=t.dtype)
+
+
 def cast(t: Tensor, dtype) -> Tensor:
     """t itself when it already has `dtype`, else a copy converted to it (the operator "cast")."""
     return t if t.dtype is dtype else dispatch("cast", t, dtype)
@@ -246,7 +256,7 @@ class Backward:
         if gradient is None:
             if self.numel() != 1:
                 raise RuntimeError(NOT_SCALAR)
-            gradient = ones(self.shape, dtype=self.dtype)
+            gradient = ones_like(self)
         elif tuple(gradient.shape) != tuple(self.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(gradient.shape)} and "
                                f"output[0] has a shape of {tuple(self.shape)}.")
