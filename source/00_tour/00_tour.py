@@ -83,16 +83,20 @@ print("torch", torch.__version__, "| devices here:", devices())
 #
 # ```
 #  your code           z = x + y
-#  Python API          Tensor.__add__ -> torch.add            (torch/_tensor.py)
-#  dispatcher          picks a kernel by device, dtype, autograd, ...   (c10/core/dispatch)
-#  ATen (C++)          at::add, the operator's C++ definition   (aten/src/ATen/native)
+#  Python API          Tensor.__add__, bound from C++ (torch._C.TensorBase; generated
+#                      python_variable_methods.cpp), calls aten::add.Tensor
+#  dispatcher          picks a kernel by the arguments' dispatch keys: device, autograd, modes, ...
+#                      (aten/src/ATen/core/dispatch/Dispatcher.h; keys in c10/core/DispatchKey.h)
+#  ATen (C++)          at::native::add, the operator's C++ definition   (aten/src/ATen/native)
 #  device backend      the CPU kernel (vectorised C++) or the CUDA kernel
 #  hardware            CPU cores and SIMD units, or GPU streaming multiprocessors
 # ```
 #
 # The dispatcher is why one Python call can mean a CPU loop, a CUDA kernel, or
 # "record this for autograd, then call the kernel": it looks at the tensors'
-# *dispatch keys* and routes the call. In chapter 05 you build a small one.
+# *dispatch keys* and routes the call. picotorch has one from chapter 01 on:
+# every operation goes through it, chapter 02 puts autograd on it as a key, and
+# chapter 05 adds the CUDA key.
 
 # %% [markdown]
 # ## Exercise 1 — the shape of `@`

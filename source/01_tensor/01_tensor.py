@@ -40,7 +40,12 @@ check = Checker("01_tensor")
 # ## 1. Storage and dtype
 #
 # A **storage** is a flat buffer of numbers of one type. Ours is a 1-D NumPy
-# array. A **dtype** says how to read the bytes; picotorch knows four:
+# array, so it is *typed*: it knows its dtype, and a tensor's dtype is its
+# storage's. Torch's storage is untyped bytes (`t.untyped_storage()`), and the
+# dtype lives on the tensor, so two tensors of different dtypes can view the
+# same bytes (`t.view(torch.int32)`); picotorch cannot do that, and asks the
+# storage for the dtype. A **dtype** says how to read the bytes; picotorch
+# knows four:
 #
 # | picotorch | torch | bytes per element | kind |
 # |---|---|---|---|

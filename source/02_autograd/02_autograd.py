@@ -971,6 +971,13 @@ assert Plus[0].apply(x[0], x[0]).grad_fn.saved_tensors == (), "saved_tensors of 
 #   AccumulateGrad(x)  AccumulateGrad(y)
 # ```
 #
+# (Torch names these nodes with an overload index — `MulBackward0`,
+# `ExpBackward0`, `SumBackward0` — because one operator may have several
+# formulas in `derivatives.yaml`; picotorch's nodes are named after their
+# `Function`, `Mul` + `Backward`, as torch names the node of a custom
+# `autograd.Function`; the tests compare the names of custom Functions' nodes
+# only, which torch gives no index.)
+#
 # `h` is used twice, so `MulBackward` receives two gradients, and it may run only
 # once both have arrived — their **sum** is the gradient of `h`. A naive
 # recursive walk would run it twice (once per path); in a long chain of such
@@ -2336,7 +2343,7 @@ class Clone(Function):
 
 @register("contiguous")
 class Contiguous(Function):
-    """x.contiguous() when x is not contiguous: a copy, named CloneBackward in torch's graph."""
+    """x.contiguous() when x is not contiguous: a copy, named CloneBackward0 in torch's graph."""
     @staticmethod
     def forward(ctx, x):
         return KERNELS["contiguous"](x)

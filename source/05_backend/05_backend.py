@@ -37,8 +37,9 @@
 # compiled with g++ and each CUDA thread becomes an OS thread. The emulator
 # checks more than a GPU does — an access just past a tensor, shared memory
 # touched by two threads with no `__syncthreads()` between them, a barrier not
-# every thread reaches — but it is slow, and it does not model warp lock-step,
-# the GPU's weak memory ordering or timing (`course.cuda.LIMITS` says it all).
+# every thread reaches — but it is slow, and it does not model how a warp's
+# threads are scheduled, the GPU's weak memory ordering or timing
+# (`course.cuda.LIMITS` says it all).
 #
 # **A GPU is optional, and never pretended.** Without one, picotorch has no
 # `"cuda"` device: `x.to("cuda")` is an error that says so. What you get instead
@@ -74,9 +75,13 @@ check = Checker("05_backend")
 # %% [markdown]
 # ## 1. What we start from
 #
-# The next cell imports chapters 01 to 04. Chapter 02 kept chapter 01's NumPy
-# methods in `KERNELS` and put autograd in front of them; in this chapter the
-# dispatcher takes their place, and they become the **CPU kernels** of its table.
+# The next cell imports chapters 01 to 04. Every operation of picotorch is
+# already a call of chapter 01's dispatcher: chapter 01's NumPy kernels are
+# registered for the `CPU` key, chapter 02's autograd for the `Autograd` key in
+# front of it. This chapter declares a third key, `CUDA` — the key set of every
+# tensor whose memory is on a GPU (or on the emulator) — and registers kernels
+# for it, exactly as chapter 01 registered its kernels for `CPU`. No method of
+# `Tensor` changes.
 
 # %% reference=true
 import math
@@ -431,14 +436,21 @@ def parse_to(*args, **kwargs) -> tuple:
 #   words are `"Could not run 'aten::max' with arguments from the 'CUDA'
 #   backend"` — that names the op and the device.
 #
-# Then the given cell after the tests registers chapter 01's NumPy methods as
-# the CPU kernels and makes `KERNELS` (through which chapter 02's autograd
-# reaches every kernel) call `dispatch`. From then on, every operation of every
-# tensor goes through your dispatcher.
+# Then the given cell after the tests fills your table with chapter 01's CPU
+# kernels (taken from chapter 01's dispatcher) and the layout-only ones for
+# both backends, and registers, for the `CUDA` key of chapter 01's dispatcher,
+# a kernel per operator that calls your `dispatch`. From then on, every
+# operation on a device tensor goes down chapter 01's keys (`Autograd`, then
+# `CUDA`) to your dispatcher, which checks the devices and picks the CUDA
+# kernel.
 #
 # Real PyTorch: [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h),
 # `computeDispatchKey` in [`c10/core/TensorOptions.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/TensorOptions.h),
-# and `TORCH_LIBRARY_IMPL(aten, CUDA, m)` in every `.cu` file of ATen.
+# and the CUDA kernels' registration: code generated from
+# [`native_functions.yaml`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/native_functions.yaml)
+# (`RegisterCUDA.cpp`, in the build tree) registers each operator's CUDA kernel
+# for the `CUDA` key; many of those kernels then call a `DispatchStub`, filled by
+# `REGISTER_DISPATCH` in a `.cu` file — a second, smaller level of dispatch.
 
 # %% solution="ex_dispatch" reference=true
 DISPATCH_KEY = {"cpu": "cpu", "cuda": "cuda", "emu": "cuda"}  # device type -> the backend whose kernels it runs
@@ -596,14 +608,14 @@ finally:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# The dispatcher takes over. The next cell registers chapter 01's methods — kept
-# by chapter 02 in `KERNELS` — as the CPU kernels, and the layout-only ones
-# (views, indexing) for both backends; then `KERNELS` and chapter 02's
-# `_KERNEL_CALLS` call `dispatch`. It also gives the few methods that must know
-# about devices: `item`, `repr`, `backward()` of a scalar (whose starting
-# gradient of ones must be made on the right device), and chapter 03's in-place
-# writers (`copy_`, `fill_`, `uniform_`...), which on a device compute their
-# values on the CPU and copy them over.
+# The next cell connects your dispatcher to chapter 01's: it puts chapter 01's
+# CPU kernels in your table, and the layout-only ones (views, indexing) for
+# both backends; it registers a `CUDA`-key kernel for each operator, which
+# calls your `dispatch`. It also registers the `CUDA` kernels of the
+# operators that must know about devices: `to_torch`, `item`, `tolist`,
+# `repr`, `ones_like` (the engine's first gradient, made on the right device),
+# and chapter 03's `write` and `copy_`, which on a device compute their values
+# on the CPU and copy them over.
 
 # %% reference=true
 VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
@@ -715,7 +727,8 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 #   `torch.Tensor.copy_` copies across devices and layouts — then wrap it with
 #   `wrap_torch(dest, device)`. (On `"emu"` the memory is the CPU's; the copy is
 #   still a copy: the new tensor shares nothing with `t`.)
-# - `Tensor.to(*args, **kwargs)`, which replaces chapter 03's: the arguments are
+# - `Tensor.to(*args, **kwargs)`: your `to` is registered (for both keys, `CPU`
+#   and `CUDA`) in place of chapter 03's CPU kernel of `"to"`; the arguments are
 #   read by chapter 03's `parse_to` (`to("emu")`, `to(float64)`,
 #   `to("cuda", float64)`, `to(device=..., dtype=...)`, `to(other_tensor)`),
 #   then:
@@ -2145,10 +2158,13 @@ def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 # %% [markdown]
 # ## Exercise 10 — `sum` with warp shuffles
 #
-# The 32 threads of a **warp** run in lock-step on a GPU, and can read each
-# other's registers directly, with no shared memory and no barrier:
-# `__shfl_down_sync(0xffffffff, v, offset)` gives each thread the `v` of the
-# thread `offset` lanes further on. Five shuffles sum a warp:
+# The 32 threads of a **warp** can read each other's registers directly, with
+# no shared memory and no barrier: `__shfl_down_sync(0xffffffff, v, offset)`
+# gives each thread the `v` of the thread `offset` lanes further on. Since Volta
+# (sm_70) a warp's threads are *not* in lock-step (independent thread
+# scheduling: they may diverge and reconverge anywhere); the `_sync` of the
+# shuffle and its mask are what make the exchange safe — every lane named in
+# the mask waits at the shuffle for the others. Five shuffles sum a warp:
 #
 # ```c
 # for (int offset = 16; offset >= 1; offset /= 2)
@@ -2165,8 +2181,8 @@ def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 # reading it. And `launch_sum_rows_warp(out, x, max_blocks=MAX_BLOCKS)`, with
 # blocks of `reduction_threads(cols, SUM_THREADS)` threads, as before.
 #
-# The emulator runs the 32 threads of a warp as 32 OS threads, not in
-# lock-step: a shuffle waits for every lane named in the mask, and a lane that
+# The emulator runs the 32 threads of a warp as 32 OS threads: as on a GPU
+# since Volta, a shuffle waits for every lane named in the mask, and a lane that
 # does not take part (a thread that returned early) gives NaN and a warning
 # instead of a value.
 
@@ -2850,8 +2866,9 @@ for _ in range(3):  # through the backend, backward included
 # %% [markdown]
 # ## 4. Training on the device
 #
-# Chapter 02's autograd needs nothing new: its `Function`s call `KERNELS`, which
-# now dispatch, so their forward and backward run wherever the tensors are. Two
+# Chapter 02's autograd needs nothing new: its `Function`s redispatch below the
+# `Autograd` key, which reaches the `CUDA` kernels for device tensors, so their
+# forward and backward run wherever the tensors are. Two
 # pieces of chapters 03 and 04 compute with NumPy directly, though, and cannot
 # run on a device: chapter 03's fused `LinearFunction`, and chapter 04's losses
 # and optimizers. The next cell gives `LinearFunction` a device path (`x @ W.T +

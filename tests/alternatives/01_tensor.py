@@ -23,7 +23,7 @@ def storage_position(index, stride, offset: int = 0) -> int:
 '''
 
 _COPIES_WITHOUT_RECURSION = '''
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Copies:
     def contiguous(self) -> "Tensor":
         return self if self.is_contiguous() else self._copy_with(contiguous_strides(self._shape))
@@ -53,7 +53,7 @@ class Copies:
 '''
 
 _TRANSPOSES_BY_PERMUTE = '''
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Transposes:
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         n = self.dim()
@@ -91,7 +91,7 @@ class Transposes:
 '''
 
 _SIZE_ONE_DIMS_WITH_A_SET = '''
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class SizeOneDims:
     def unsqueeze(self, dim: int) -> "Tensor":
         n = self.dim()
@@ -133,7 +133,7 @@ class SizeOneDims:
 '''
 
 _ELEMENTWISE_WITH_FULL_ARRAYS = '''
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Elementwise:
     def _unary(self, op: str) -> "Tensor":
         if self.dtype is bool_ and op in ("neg", "abs", "relu"):
@@ -190,7 +190,7 @@ def reduction_dims(dim, ndim: int) -> tuple:
     return tuple(seen) if ndim else ()
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Reductions:
     def sum(self, dim=None, keepdim: bool = False) -> "Tensor":
         dtype = int64 if self.dtype.category < 2 else self.dtype
@@ -254,7 +254,7 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(result)
 
 
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class Broadcasting:
     def expand(self, *sizes) -> "Tensor":
         sizes = list(shape_arg(sizes))
@@ -285,7 +285,7 @@ class Broadcasting:
 '''
 
 _MATMUL_ONE_MATRIX_AT_A_TIME = '''
-@add_methods(Tensor)
+@register_kernels(DispatchKey.CPU)
 class MatMul:
     def matmul(self, other: "Tensor") -> "Tensor":
         if min(self.dim(), other.dim()) == 0:

@@ -723,7 +723,7 @@ class Clone(Function):
 
 @register("contiguous")
 class Contiguous(Function):
-    """x.contiguous() when x is not contiguous: a copy, named CloneBackward in torch's graph."""
+    """x.contiguous() when x is not contiguous: a copy, named CloneBackward0 in torch's graph."""
     @staticmethod
     def forward(ctx, x):
         return KERNELS["contiguous"](x)
