@@ -96,7 +96,8 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, LinearFunction, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import dispatch as dispatch_by_keys
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, key_names, key_set, redispatch,
+                       register_fallback)
 from picotorch import parse_to as _ch03_parse_to
 from picotorch import register_kernel as register_key_kernel
 
@@ -3069,10 +3070,213 @@ compare.assert_matches(ps[0], torch.tensor([0.5, 0.0, -0.5]).to(torch_device(DEV
 compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_step: a parameter without .grad is left alone")
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# ## Exercise 16 — a mode that sees every operator
+#
+# Every call of picotorch goes down chapter 01's keys: `Autograd` (when an
+# argument requires grad), then a backend, `CUDA` or `CPU`. Torch has one more
+# kind of key, the **modes**: a key that is not on any tensor but in this
+# thread's *include set*, so that every call has it. That is how
+# `torch.utils._python_dispatch.TorchDispatchMode` works: its key (`Python`)
+# sits below autograd and above the backends, and its handler,
+# `__torch_dispatch__`, sees every aten operator that reaches it — the
+# forward's, and the backward's, since the engine calls operators too:
+#
+# ```
+#  x @ x.T               key set {Autograd, Python, CPU}  (Python: included by the mode)
+#  Autograd              MmBackward0 recorded; redispatch below Autograd
+#  Python                the mode logs "mm"; runs it below Python, Python excluded
+#  CPU                   the kernel (its own calls: Python excluded, not logged)
+# ```
+#
+# The given cell declares `DispatchKey.Python` (priority 4: below `Autograd`'s
+# 8, above `CUDA`'s 1) and registers `mode_fallback` as its **fallback**, the
+# key's kernel for every operator (`register_fallback`, chapter 01). Write:
+#
+# - `LoggingMode`: `with LoggingMode() as log:` puts the `Python` key in this
+#   thread's include set (`IncludeDispatchKeys`), and makes the mode the
+#   current one (the end of `MODE_STACK`); `__exit__` undoes both — putting
+#   back what was there before, so that modes nest — even when the block
+#   raises. `log` is the list of operator names the mode sees.
+# - `mode_fallback(op, *args, **kwargs)`: append `op` to the current mode's
+#   log, then run the operator below the `Python` key (`redispatch`) with the
+#   key *excluded* meanwhile (`ExcludeDispatchKeys`), as torch runs
+#   `__torch_dispatch__` with its mode off: the calls the kernels make are not
+#   the program's, and must not be logged.
+#
+# The tests run the same programs under your mode and under a real
+# `TorchDispatchMode`, and compare the operators, forward and backward, where
+# picotorch's are named as aten's (`matmul` of two matrices is `mm`; torch also
+# logs a `detach` for each tensor autograd saves, and transposes more in its
+# backward formulas: those are left out). Try it:
+# `with LoggingMode() as log: ((x @ x.T).exp().sum()).backward()`.
+#
+# Real PyTorch: [`torch/utils/_python_dispatch.py`](https://github.com/pytorch/pytorch/blob/main/torch/utils/_python_dispatch.py),
+# the `Python` key in [`c10/core/DispatchKey.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKey.h),
+# and the include/exclude guards of [`c10/core/impl/LocalDispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/impl/LocalDispatchKeySet.h).
+
 # %% reference=true
-# The names of this chapter that later chapters may use (`from picotorch import ...`).
+DispatchKey.declare("Python", 4)  # a mode's key: below Autograd (8), above CUDA (1) and CPU (0)
+MODE_STACK = []  # the active modes, innermost last
+
+
+# %% solution="ex_mode" reference=true
+class LoggingMode:
+    """`with LoggingMode() as log:` the names of the operators this thread calls, in order."""
+
+    def __init__(self):
+        self.log = []
+
+    def __enter__(self) -> list:
+        ### BEGIN SOLUTION
+        self.including = IncludeDispatchKeys(DispatchKey.Python)
+        self.including.__enter__()
+        MODE_STACK.append(self)
+        return self.log
+        ### END SOLUTION
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        ### BEGIN SOLUTION
+        MODE_STACK.pop()
+        self.including.__exit__(exc_type, exc_value, traceback)
+        return False
+        ### END SOLUTION
+
+
+def mode_fallback(op: str, *args, **kwargs):
+    """The Python key's kernel for every operator: log it in the current mode, run it below the key."""
+    ### BEGIN SOLUTION
+    MODE_STACK[-1].log.append(op)
+    with ExcludeDispatchKeys(DispatchKey.Python):
+        return redispatch(op, DispatchKey.Python, *args, **kwargs)
+    ### END SOLUTION
+
+
+register_fallback(DispatchKey.Python, mode_fallback)
+
+# %% tests="ex_mode" points=3
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ATEN = {"matmul": "mm"}  # picotorch's operator -> torch's, where the names differ
+COMPARED = {"add", "sub", "mul", "div", "neg", "exp", "tanh", "relu", "sum", "mm", "ones_like", "expand", "permute"}
+
+
+class TorchLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def same_ops(ours, theirs, what):
+    mine = [ATEN.get(op, op) for op in ours if ATEN.get(op, op) in COMPARED]
+    torchs = [op for op in theirs if op in COMPARED]
+    compare.assert_equal(mine, torchs, f"{what}: the operators your mode saw (all of them: {ours}), compared with "
+                                       f"those a TorchDispatchMode saw ({theirs})")
+
+
+def expect_same_log(program, shapes, what, device="cpu", grad=True, backward_log=False):
+    """program(*tensors) under your mode and under a TorchDispatchMode: the same operators forward (and, with
+    backward_log, backward: for programs whose backward formulas torch and picotorch write alike), the same
+    results and gradients."""
+    values = [inputs.randn(shape, dtype=torch.float64).to(torch_device(device)) for shape in shapes]
+    theirs_in = [v.clone().requires_grad_(grad) for v in values]
+    ours_in = [wrap_torch(v.clone(), device).requires_grad_(grad) for v in values]
+    with TorchLog() as torch_log:
+        out_theirs = program(*theirs_in)
+    with LoggingMode() as log:
+        out = program(*ours_in)
+    same_ops(log, torch_log.ops, f"{what} (forward)")
+    compare.assert_matches(out, out_theirs.detach(), f"{what}: the result under your mode")
+    if grad:
+        with TorchLog() as torch_log:
+            out_theirs.backward()
+        with LoggingMode() as log:
+            out.backward()
+        if backward_log:
+            same_ops(log, torch_log.ops, f"{what} (backward)")
+        compare.assert_equal(log[:1], ["ones_like"], f"{what}: the first operator of backward() under your mode")
+        for i, (a, b) in enumerate(zip(ours_in, theirs_in)):
+            if b.grad is None:
+                compare.assert_equal(a.grad, None, f"{what}: the gradient of input {i}, which the program does not use")
+            else:
+                compare.assert_matches(a.grad, b.grad, f"{what}: the gradient of input {i} under your mode")
+
+
+x = from_torch(torch.randn(3, 4))
+with LoggingMode() as log:
+    y = (x @ x.T).exp()
+compare.assert_equal(log, ["permute", "matmul", "exp"], "the log of (x @ x.T).exp() (x.T is a permute; the "
+                                                        "matmul kernel's own expand and numpy calls are not logged)")
+compare.assert_equal(key_names(key_set(x)), ["CPU"], "the key set of x after the with block (Python must be gone)")
+x.exp()
+compare.assert_equal(log, ["permute", "matmul", "exp"], "the log after the with block: nothing more")
+expect_same_log(lambda a: (a @ a.T).exp().sum(), [(3, 4)], "(x @ x.T).exp().sum()", backward_log=True)
+try:
+    with LoggingMode() as log:
+        x.neg()
+        raise KeyError("out of the block")
+except KeyError:
+    pass
+compare.assert_equal(key_names(key_set(x)), ["CPU"], "the key set of x after a with block that raised")
+with LoggingMode() as outer:
+    x.neg()
+    with LoggingMode() as inner:
+        x.tanh()
+    x.relu()
+compare.assert_equal((outer, inner), (["neg", "relu"], ["tanh"]), "the logs of two nested modes (outer, inner)")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+UNARY = [("exp", lambda a: a.exp()), ("tanh", lambda a: a.tanh()), ("neg", lambda a: -a),
+         ("relu", lambda a: a.relu())]
+BINARY = [("+", lambda a, b: a + b), ("*", lambda a, b: a * b), ("-", lambda a, b: a - b),
+          ("/", lambda a, b: a / (b * b + 1))]
+for trial in range(12):
+    n, m = inputs.randint(1, 5), inputs.randint(1, 5)
+    steps, text = [], "x"
+    for _ in range(inputs.randint(1, 4)):
+        if inputs.randint(0, 1):
+            name, f = inputs.choice(UNARY)
+            steps.append(("u", f))
+            text = f"{name}({text})"
+        else:
+            name, f = inputs.choice(BINARY)
+            steps.append(("b", f))
+            text = f"({text} {name} y)"
+
+    def program(a, b, steps=steps):
+        h = a
+        for kind, f in steps:
+            h = f(h) if kind == "u" else f(h, b)
+        return h.sum()
+
+    expect_same_log(program, [(n, m), (n, m)], f"{text}.sum() for x, y of shape {(n, m)}",
+                    grad=bool(inputs.randint(0, 1)))
+expect_same_log(lambda a, b: (a @ b).exp().sum(), [(2, 3), (3, 5)], "(a @ b).exp().sum()", backward_log=True)
+expect_same_log(lambda a, b: (a @ b).relu().sum(), [(2, 3), (3, 5)], "(a @ b).relu().sum()")
+expect_same_log(lambda a: (a * 2 - 1).sum(1).sum(), [(4, 3)], f"(x * 2 - 1).sum(1).sum() on {DEVICE}", device=DEVICE)
+expect_same_log(lambda a: (a @ a.T).exp().sum(), [(3, 2)], f"(x @ x.T).exp().sum() on {DEVICE}", device=DEVICE,
+                backward_log=True)
+with LoggingMode() as outer:
+    with LoggingMode() as inner:
+        x.exp()
+    with LoggingMode() as second:
+        x.neg()
+    x.sum()
+compare.assert_equal((outer, inner, second), (["sum"], ["exp"], ["neg"]), "three nested modes")
+compare.assert_equal(key_names(key_set(x)), ["CPU"], "the key set of x after nested modes")
+compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has exited")
+### END HIDDEN TESTS
+
+
+# %% reference=true
+# The names of this chapter that later chapters may use (`from picotorch import ...`). Not this chapter's
+# `dispatch` and `register_kernel`, which choose among backends: picotorch's are chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
-           "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "register_kernel", "device_of", "dispatch",
+           "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "device_of",
            "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",

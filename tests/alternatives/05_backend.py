@@ -131,7 +131,35 @@ _SUM_TREE_INTERLEAVED = _rewrite(_solution("ex_sum_tree"), ('''        for (int 
             __syncthreads();
         }'''))
 
+_MODE_BY_HAND = _rewrite(
+    _solution("ex_mode"),
+    ("""        self.including = IncludeDispatchKeys(DispatchKey.Python)
+        self.including.__enter__()
+        MODE_STACK.append(self)
+        return self.log""", """        self.previous = LOCAL_KEYS.included  # the include set by hand, not through the guard
+        LOCAL_KEYS.included = self.previous | DispatchKey.Python.bit
+        MODE_STACK.append(self)
+        return self.log"""),
+    ("""        MODE_STACK.pop()
+        self.including.__exit__(exc_type, exc_value, traceback)
+        return False""", """        MODE_STACK.remove(self)
+        LOCAL_KEYS.included = self.previous"""),
+    ("""    MODE_STACK[-1].log.append(op)
+    with ExcludeDispatchKeys(DispatchKey.Python):
+        return redispatch(op, DispatchKey.Python, *args, **kwargs)""", """    mode = MODE_STACK.pop()  # torch's way: the mode is off while its handler runs
+    mode.log.append(op)
+    excluded = LOCAL_KEYS.excluded
+    LOCAL_KEYS.excluded = excluded | DispatchKey.Python.bit
+    try:
+        return redispatch(op, DispatchKey.Python, *args, **kwargs)
+    finally:
+        LOCAL_KEYS.excluded = excluded
+        MODE_STACK.append(mode)"""))
+
 ALTERNATIVES = {
+    "a mode that keeps the include and exclude sets by hand and pops itself while it runs": {
+        "ex_mode": _MODE_BY_HAND,
+    },
     "an online softmax: the maximum and the sum in one pass, merged pairwise": {
         "ex_softmax": _ONLINE_SOFTMAX,
     },

@@ -202,4 +202,23 @@ MUTANTS = {
             p.grad = None
 """, "")),
     },
+    "ex_mode": {
+        "the fallback does not exclude its key while the operator runs: the kernels' own calls are logged":
+            _wrong("ex_mode", ("""    with ExcludeDispatchKeys(DispatchKey.Python):
+        return redispatch(op, DispatchKey.Python, *args, **kwargs)""",
+                               "    return redispatch(op, DispatchKey.Python, *args, **kwargs)")),
+        "the fallback redispatches below Autograd, not below its own key, with its key still in: it calls itself":
+            _wrong("ex_mode", ("""    with ExcludeDispatchKeys(DispatchKey.Python):
+        return redispatch(op, DispatchKey.Python, *args, **kwargs)""",
+                               "    return redispatch(op, DispatchKey.Autograd, *args, **kwargs)")),
+        "__exit__ leaves the key in the include set: the mode goes on logging after the block":
+            _wrong("ex_mode", ("        self.including.__exit__(exc_type, exc_value, traceback)\n", "")),
+        "__exit__ takes the key out instead of putting back what was there: an outer mode stops logging":
+            _wrong("ex_mode", ("        self.including.__exit__(exc_type, exc_value, traceback)\n",
+                               "        LOCAL_KEYS.included &= ~DispatchKey.Python.bit\n")),
+        "the fallback logs in the outermost mode, not the current one":
+            _wrong("ex_mode", ("MODE_STACK[-1].log.append(op)", "MODE_STACK[0].log.append(op)")),
+        "__enter__ returns the mode, not its log":
+            _wrong("ex_mode", ("        return self.log\n", "        return self\n")),
+    },
 }

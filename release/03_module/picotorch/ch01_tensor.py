@@ -305,6 +305,7 @@ class LocalDispatchKeySet(threading.local):
 LOCAL_KEYS = LocalDispatchKeySet()
 TENSOR_KEYS = []   # (attribute, key): a tensor whose attribute is true also brings key (chapter 02: Autograd)
 FALLTHROUGH = 0    # the keys that an operator with no kernel for them falls through
+FALLBACKS = {}     # key priority -> fallback(op, *args, **kwargs): that key's kernel for every operator
 OPS = {}           # operator name -> Operator: the dispatcher's table
 
 
@@ -329,6 +330,8 @@ class Operator:
             kernel = self.kernels.get(priority)
             if kernel is not None:
                 return kernel
+            if priority in FALLBACKS:
+                return _calling_fallback(FALLBACKS[priority], self.name)
             if not FALLTHROUGH >> priority & 1:
                 return self.missing(DispatchKey.of(priority))
             remaining &= ~(1 << priority)
@@ -366,6 +369,17 @@ def register_kernel(op: str, *keys: DispatchKey):
         entry.table.clear()
         return kernel
     return put
+
+
+def _calling_fallback(fallback, op: str):
+    return lambda *args, **kwargs: fallback(op, *args, **kwargs)
+
+
+def register_fallback(key: DispatchKey, fallback) -> None:
+    """`fallback(op, *args, **kwargs)` is the `key` kernel of every operator that has none of its own (torch: a
+    boxed fallback, `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`): how a mode sees every call."""
+    FALLBACKS[key.priority] = fallback
+    _forget_tables()
 
 
 def register_fallthrough(key: DispatchKey) -> None:
@@ -1094,7 +1108,8 @@ class MatMul:
 __all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "promote_types",
            "DispatchKey", "Storage", "add_methods", "wrap_dim", "shape_arg", "MaxResult", "Tensor", "UNARY_KERNELS",
            "FLOAT_RESULT", "BINARY_KERNELS", "COMPARISONS", "INPLACE_OPS", "LocalDispatchKeySet", "LOCAL_KEYS",
-           "TENSOR_KEYS", "FALLTHROUGH", "OPS", "Operator", "operator", "register_kernel", "register_fallthrough",
+           "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "register_kernel",
+           "register_fallback", "register_fallthrough",
            "add_tensor_key", "key_set", "key_names", "dispatch", "redispatch", "ExcludeDispatchKeys",
            "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "REPR_FIELDS", "tensor_repr",
            "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",
