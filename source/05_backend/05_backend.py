@@ -3171,6 +3171,13 @@ class TorchLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def torch_log_of(program, args):
+    """(program(*args), the aten operators a TorchDispatchMode saw); the mode is on only inside this call."""
+    with TorchLog() as log:
+        out = program(*args)
+    return out, log.ops
+
+
 def same_ops(ours, theirs, what):
     mine = [ATEN.get(op, op) for op in ours if ATEN.get(op, op) in COMPARED]
     torchs = [op for op in theirs if op in COMPARED]
@@ -3185,19 +3192,17 @@ def expect_same_log(program, shapes, what, device="cpu", grad=True, backward_log
     values = [inputs.randn(shape, dtype=torch.float64).to(torch_device(device)) for shape in shapes]
     theirs_in = [v.clone().requires_grad_(grad) for v in values]
     ours_in = [wrap_torch(v.clone(), device).requires_grad_(grad) for v in values]
-    with TorchLog() as torch_log:
-        out_theirs = program(*theirs_in)
+    out_theirs, torch_ops = torch_log_of(program, theirs_in)
     with LoggingMode() as log:
         out = program(*ours_in)
-    same_ops(log, torch_log.ops, f"{what} (forward)")
+    same_ops(log, torch_ops, f"{what} (forward)")
     compare.assert_matches(out, out_theirs.detach(), f"{what}: the result under your mode")
     if grad:
-        with TorchLog() as torch_log:
-            out_theirs.backward()
+        _, torch_ops = torch_log_of(lambda t: t.backward(), [out_theirs])
         with LoggingMode() as log:
             out.backward()
         if backward_log:
-            same_ops(log, torch_log.ops, f"{what} (backward)")
+            same_ops(log, torch_ops, f"{what} (backward)")
         compare.assert_equal(log[:1], ["ones_like"], f"{what}: the first operator of backward() under your mode")
         for i, (a, b) in enumerate(zip(ours_in, theirs_in)):
             if b.grad is None:
@@ -3236,22 +3241,17 @@ BINARY = [("+", lambda a, b: a + b), ("*", lambda a, b: a * b), ("-", lambda a, 
           ("/", lambda a, b: a / (b * b + 1))]
 for trial in range(12):
     n, m = inputs.randint(1, 5), inputs.randint(1, 5)
-    steps, text = [], "x"
+    program, text = (lambda a, b: a), "x"  # composed without a loop: torch's mode is on while it runs
     for _ in range(inputs.randint(1, 4)):
         if inputs.randint(0, 1):
             name, f = inputs.choice(UNARY)
-            steps.append(("u", f))
+            program = (lambda g, f: lambda a, b: f(g(a, b)))(program, f)
             text = f"{name}({text})"
         else:
             name, f = inputs.choice(BINARY)
-            steps.append(("b", f))
+            program = (lambda g, f: lambda a, b: f(g(a, b), b))(program, f)
             text = f"({text} {name} y)"
-
-    def program(a, b, steps=steps):
-        h = a
-        for kind, f in steps:
-            h = f(h) if kind == "u" else f(h, b)
-        return h.sum()
+    program = (lambda g: lambda a, b: g(a, b).sum())(program)
 
     expect_same_log(program, [(n, m), (n, m)], f"{text}.sum() for x, y of shape {(n, m)}",
                     grad=bool(inputs.randint(0, 1)))

@@ -33,7 +33,7 @@ def set_grad_enabled(mode: bool) -> None:
 class _GradModeFlag(type):
     @property
     def enabled(cls) -> bool:
-        return is_grad_enabled()
+        return not LOCAL_KEYS.excluded & _AUTOGRAD
 
     @enabled.setter
     def enabled(cls, mode: bool) -> None:
