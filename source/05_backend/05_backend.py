@@ -3120,6 +3120,32 @@ DispatchKey.declare("Python", 4)  # a mode's key: below Autograd (8), above CUDA
 MODE_STACK = []  # the active modes, innermost last
 
 
+# %% [markdown]
+# The next cell gives the tests' other side: a real `TorchDispatchMode` that
+# logs the name of every aten operator it sees, and `torch_log_of(program,
+# args)`, which runs a program under it.
+
+# %%
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class TorchLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def torch_log_of(program, args):
+    """(program(*args), the aten operators a TorchDispatchMode saw); the mode is on only inside this call."""
+    with TorchLog() as log:
+        out = program(*args)
+    return out, log.ops
+
+
 # %% solution="ex_mode" reference=true
 class LoggingMode:
     """`with LoggingMode() as log:` the names of the operators this thread calls, in order."""
@@ -3155,27 +3181,8 @@ def mode_fallback(op: str, *args, **kwargs):
 register_fallback(DispatchKey.Python, mode_fallback)
 
 # %% tests="ex_mode" points=3
-from torch.utils._python_dispatch import TorchDispatchMode
-
 ATEN = {"matmul": "mm"}  # picotorch's operator -> torch's, where the names differ
 COMPARED = {"add", "sub", "mul", "div", "neg", "exp", "tanh", "relu", "sum", "mm", "ones_like", "expand", "permute"}
-
-
-class TorchLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
-
-
-def torch_log_of(program, args):
-    """(program(*args), the aten operators a TorchDispatchMode saw); the mode is on only inside this call."""
-    with TorchLog() as log:
-        out = program(*args)
-    return out, log.ops
 
 
 def same_ops(ours, theirs, what):
