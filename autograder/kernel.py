@@ -594,7 +594,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         elif kind is list:
             same = len_(table) == len_(items) and all_(map_(is_, items, table))
         else:
-            ids = table_ids.get(id(table)) or frozenset(map_(id, items))
+            ids = table_ids[id(table)]
             same = len_(table) == len_(items) and all_(map_(ids.__contains__, map_(id, table)))
         return [] if same else [where]
 
@@ -614,7 +614,8 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     # sets have no tag and are compared every time.
     dict_tables = tuple(entry for entry in tables if type_(entry[1]) is dict)
     other_tables = tuple(entry for entry in tables if type_(entry[1]) is not dict)
-    table_ids = {id(entry[1]): frozenset(map(id, entry[2])) for entry in other_tables}  # a set's members, once
+    table_ids = {id(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
+                 for entry in other_tables if type_(entry[1]) is not list}
     watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes] \
         + [(table_changes, entry) for entry in dict_tables]
     tags = _version_tags([entry[1] for _, entry in watched] + [gns])
