@@ -32,7 +32,7 @@ def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     chapter = make_chapter(root)
     from autograder import nbgrader_env
-    from autograder.grade import prepare_course
+    from autograder.grade.grader import prepare_course
     course = tmp_path_factory.mktemp("release")
     prepare_course(chapter, course)
     with nbgrader_env.quiet():

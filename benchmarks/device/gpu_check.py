@@ -186,7 +186,7 @@ def probe_gpu(summary: dict) -> bool:
 
 
 def assemble(summary: dict) -> bool:
-    from autograder.build import assemble_reference
+    from autograder.build.release import assemble_reference
 
     start = time.monotonic()
     try:
@@ -234,10 +234,10 @@ def notebook_step(result: Path, deadline: float | None = None) -> int:
 
     import torch
 
-    from autograder.build import declared_files
+    from autograder.build.release import declared_files
     from autograder.chapters import discover
-    from autograder.reference import package_files
-    from autograder.source_format import dumps, notebook_from_text
+    from autograder.build.reference import package_files
+    from autograder.build.source_format import dumps, notebook_from_text
     from course.check import run_fresh, verdicts_of_executed
     from course.notebook import exercises, read_notebook
     from course.verdicts import error_of

@@ -89,10 +89,10 @@ def summary_table(results) -> str:
 
 
 def run(args) -> int:
-    from autograder import feedback, gradebook
-    from autograder.sandbox import Limits, SandboxError, bwrap
-    from autograder.submissions import IntakeError, collect, unpack
-    from autograder.distributed import ClusterError, grade_class
+    from autograder.grade import feedback, gradebook
+    from autograder.sandbox.bubblewrap import Limits, SandboxError, bwrap
+    from autograder.grade.intake import IntakeError, collect, unpack
+    from autograder.grade.distributed import ClusterError, grade_class
 
     repo = Path(args.repo).resolve()
     chapter = find(repo / "source", args.chapter)
@@ -105,7 +105,7 @@ def run(args) -> int:
             print(f"autograder grade: {e} Nothing was graded.", file=sys.stderr)
             return 2
     try:
-        if not args.scheduler:  # on a cluster, each worker checks its own (autograder/distributed.py)
+        if not args.scheduler:  # on a cluster, each worker checks its own (autograder/grade/distributed.py)
             bwrap()
     except SandboxError as e:
         print(f"autograder grade: {e}", file=sys.stderr)
@@ -178,7 +178,7 @@ def run(args) -> int:
                      "c = get_config()  # noqa: F821\n"
                      f"c.CourseDirectory.root = {str(out.resolve())!r}\n"
                      f"c.CourseDirectory.db_url = {db_url!r}\n")
-    from autograder import report
+    from autograder.grade import report
     try:
         report_paths = report.write(out, chapter.id, db_url)
     except report.ReportError as e:

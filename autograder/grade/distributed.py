@@ -6,11 +6,11 @@
 
 The client (the `autograder grade` process) reads the submissions, sends each
 notebook as one task, and alone writes the gradebook, grades.csv, results/ and
-feedback/, exactly as the local run does (autograder/grade_cli.py). Each Dask
+feedback/, exactly as the local run does (autograder/grade/cli.py). Each Dask
 worker holds one warm grader, set up by `GraderPlugin`: the worker's own
 checkout of the course, a throwaway nbgrader course folder and the bubblewrap
 sandbox with torch imported and the reference notebook run once: exactly the
-local grader (autograder/grade.py), with the limits the client asked for.
+local grader (autograder/grade/grader.py), with the limits the client asked for.
 
 Before it grades, a worker checks that it can do so as the client would:
 bubblewrap must be there (nothing is ever graded outside the sandbox), and the
@@ -122,7 +122,7 @@ def _result_to_json(result) -> dict:
 
 
 def _result_from_json(data: dict):
-    from autograder.grade import Result
+    from autograder.grade.grader import Result
     from course.verdicts import Verdict
     data = dict(data)
     data["verdicts"] = [Verdict(**v) for v in data.get("verdicts", [])]
@@ -214,7 +214,7 @@ def grade_class(args, chapter: Chapter, submissions, workers: int, limits, progr
     if todo and getattr(args, "scheduler", None):
         fresh, worker_rss = grade_on_cluster(args.scheduler, chapter, todo, limits, on_result, version)
     elif todo:
-        from autograder.workers import grade_all
+        from autograder.grade.workers import grade_all
         fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
     by_student = {**before, **{r.student: r for r in fresh}}
     return [by_student[s.student] for s in submissions], worker_rss
@@ -278,7 +278,7 @@ class GraderPlugin(WorkerPlugin):
 
     def _build(self) -> str:
         """'' once the grader is warm, else why this worker refuses."""
-        from autograder.sandbox import SandboxError, bwrap
+        from autograder.sandbox.bubblewrap import SandboxError, bwrap
         try:
             bwrap()
         except SandboxError as e:
@@ -302,7 +302,7 @@ class GraderPlugin(WorkerPlugin):
         if loaded != mine["grader"]:
             return ("this worker process imported the grader's code before it changed on disk "
                     f"(grader {loaded[:12]} loaded, {mine['grader'][:12]} on disk): restart the worker")
-        from autograder.grade import Grader
+        from autograder.grade.grader import Grader
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         try:
@@ -339,10 +339,10 @@ class GraderPlugin(WorkerPlugin):
 
     def _grade(self, payload: dict, path: Path | None):
         """Exactly what the local pool's worker process does with one submission
-        (autograder/workers.py): this worker process holds one grader, as that one does."""
+        (autograder/grade/workers.py): this worker process holds one grader, as that one does."""
         from types import SimpleNamespace
 
-        from autograder import workers
+        from autograder.grade import workers
         workers._grader = self.grader
         submission = SimpleNamespace(student=payload["student"], notebook=path, timestamp=payload["timestamp"],
                                      problem=payload["problem"], notes=payload.get("notes"))
@@ -450,7 +450,7 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
     Returns (results in the order of `submissions`, {worker address: peak RSS in KiB}). Raises
     ClusterError when no worker can grade, or when some submissions could not be graded after
     their workers died repeatedly (the others are passed to on_result all the same)."""
-    from autograder.sandbox import Limits
+    from autograder.sandbox.bubblewrap import Limits
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 

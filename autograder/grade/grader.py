@@ -5,15 +5,15 @@ from its gradebook, scores each test cell from its outputs, and records the
 scores (nbgrader export and formgrader read them). What it must not do is run
 the student's code in a kernel the student can reconfigure, with the
 instructor's file access: its Execute step is replaced by `SandboxExecute`,
-which hands the cells to the bubblewrap sandbox (autograder/sandbox.py), where a
+which hands the cells to the bubblewrap sandbox (autograder/sandbox/bubblewrap.py), where a
 kernel the grader controls runs them and reports each test's outcome over a
 channel student code cannot forge. The test cells' outputs nbgrader scores are
 written from those trusted outcomes.
 
 Before nbgrader sees a submission it is repaired against the release
-(autograder/repair.py); afterwards every exercise gets one Verdict with a
+(autograder/grade/repair.py); afterwards every exercise gets one Verdict with a
 teaching message, and the result carries the gradebook rows that the class-wide
-gradebook receives (autograder/gradebook.py).
+gradebook receives (autograder/grade/gradebook.py).
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbgrader_env
-from autograder.build import declared_files
+from autograder.build.release import declared_files
 from autograder.chapters import Chapter, discover
-from autograder.reference import package_files
-from autograder.repair import repair, sanitize
-from autograder.sandbox import Limits, Sandbox, SandboxError
+from autograder.build.reference import package_files
+from autograder.grade.repair import repair, sanitize
+from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
 from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict
 
@@ -127,7 +127,7 @@ def _chapter_check(nb, chapter_id: str, path: Path) -> None:
 
 def load_submission(path: Path, chapter_id: str) -> tuple[nbformat.NotebookNode, list[str]]:
     """(notebook, notes) of a submitted file: checked for the chapter, and sanitized
-    (autograder/repair.py) before nbformat reads it, since nbformat itself fails, with
+    (autograder/grade/repair.py) before nbformat reads it, since nbformat itself fails, with
     messages that do not help a student, on cells that are not objects, metadata that
     is a list, and the like. Raises NotebookError with a message that names the problem."""
     try:
@@ -235,7 +235,7 @@ class Grader:
         self._run: dict | None = None
         # For tests: {grade_id or cell index: [moment, ...]} makes the supervisor kill the kernel at that
         # moment of the n-th time the cell is sent ("before_send", "after_send", "after_reply"; None: no
-        # death that time). See autograder/supervisor.py.
+        # death that time). See autograder/sandbox/supervisor.py.
         self.kernel_deaths: dict = {}
 
     def close(self) -> None:

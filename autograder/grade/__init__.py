@@ -1,0 +1,16 @@
+"""A class's submissions -> grades, gradebook, feedback and report (`autograder grade`).
+
+The pipeline, one module a stage:
+
+    intake        the submissions: a folder or a zip, unpacked safely, one Submission per student
+    repair        a submitted notebook put back into the release's shape, pass by pass
+    grader        one chapter's Grader: nbgrader on a throwaway course folder, cells run in the sandbox
+    workers       many submissions at once on local processes, each with its own Grader
+    distributed   the same on a Dask cluster, and the record that lets a run resume
+    gradebook     the class's nbgrader gradebook
+    feedback      the page each student gets back
+    report        the class report for the instructor
+    cli           the `autograder grade` command line
+"""
+
+__all__ = ["cli", "distributed", "feedback", "gradebook", "grader", "intake", "repair", "report", "workers"]
