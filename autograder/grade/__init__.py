@@ -1,5 +1,8 @@
 """A class's submissions -> grades, gradebook, feedback and report (`autograder grade`).
 
+    from autograder.grade import grade_class
+    graded = grade_class("01_tensor", "class/", "out/")
+
 The pipeline, one module a stage:
 
     intake        the submissions: a folder or a zip, unpacked safely, one Submission per student
@@ -10,7 +13,12 @@ The pipeline, one module a stage:
     gradebook     the class's nbgrader gradebook
     feedback      the page each student gets back
     report        the class report for the instructor
-    cli           the `autograder grade` command line
+    pipeline      all of it for one class: grade_class(chapter, submissions, out, options)
+    cli           the `autograder grade` command line, a thin caller of grade_class
+
+Only `pipeline` is imported with the package (it imports the others when it runs).
 """
 
-__all__ = ["cli", "distributed", "feedback", "gradebook", "grader", "intake", "repair", "report", "workers"]
+from autograder.grade.pipeline import ClassResult, GradeError, GradeOptions, GradingInterrupted, grade_class
+
+__all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class"]

@@ -6,7 +6,7 @@
 
 The client (the `autograder grade` process) reads the submissions, sends each
 notebook as one task, and alone writes the gradebook, grades.csv, results/ and
-feedback/, exactly as the local run does (autograder/grade/cli.py). Each Dask
+feedback/, exactly as the local run does (autograder/grade/pipeline.py). Each Dask
 worker holds one warm grader, set up by `GraderPlugin`: the worker's own
 checkout of the course, a throwaway nbgrader course folder and the bubblewrap
 sandbox with torch imported and the reference notebook run once: exactly the
@@ -190,34 +190,6 @@ class Journal:
     def add(self, result) -> None:
         entry = {"key": self.key, "digest": self.digests.get(result.student), "result": _result_to_json(result)}
         _write_atomic(self._path(result.student), json.dumps(entry) + "\n")
-
-
-def grade_class(args, chapter: Chapter, submissions, workers: int, limits, progress, out: Path):
-    """What `autograder grade` runs between intake and writing: the local pool, or the cluster
-    at args.scheduler; with args.resume, only the submissions not recorded yet.
-
-    Returns (results in the order of `submissions`, {worker: peak RSS in KiB})."""
-    repo = Path(getattr(args, "repo", None) or REPO).resolve()
-    version = course_version(repo, chapter.id)
-    journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
-    before = journal.start(submissions, resume=getattr(args, "resume", False))
-    todo = [s for s in submissions if s.student not in before]
-    if before:
-        print(f"resuming: {len(before)} graded before, {len(todo)} to grade", flush=True)
-
-    def on_result(result, done, total):
-        journal.add(result)
-        if progress:
-            progress(result, len(before) + done, len(submissions))
-
-    fresh, worker_rss = [], {}
-    if todo and getattr(args, "scheduler", None):
-        fresh, worker_rss = grade_on_cluster(args.scheduler, chapter, todo, limits, on_result, version)
-    elif todo:
-        from autograder.grade.workers import grade_all
-        fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
-    by_student = {**before, **{r.student: r for r in fresh}}
-    return [by_student[s.student] for s in submissions], worker_rss
 
 
 # -- the worker side --------------------------------------------------------------------------------

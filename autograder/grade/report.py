@@ -518,7 +518,7 @@ and the random seed in a message may differ); at most five per exercise.</p>
 # -- writing and the command -----------------------------------------------------------
 def write(out: Path, chapter: str, db_url: str | None = None) -> list[Path]:
     """Write the report of `chapter` from `out`'s results (and gradebook); the paths written."""
-    from autograder.grade.cli import write_atomic
+    from autograder.grade.pipeline import write_atomic
     from autograder.grade.gradebook import describe
     results = load_results(out, chapter)
     if not results:
