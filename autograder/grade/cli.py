@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from autograder.chapters import REPO, ChapterNotFound, find
+from course.verdicts import MANUAL
 from autograder.grade.pipeline import GradeError, GradeOptions, GradingInterrupted, grade_class, shown
 
 __all__ = ["add_grade_parser", "run", "summary_table"]
@@ -46,7 +47,7 @@ def add_grade_parser(sub) -> None:
 
 
 def summary_table(results) -> str:
-    ids = [v.exercise for v in results[0].verdicts if v.status != "manually graded"] if results else []
+    ids = [v.exercise for v in results[0].verdicts if v.status != MANUAL] if results else []
     names = [shown(r.folder or r.student)[:40] for r in results]
     width = max([len(n) for n in names] + [7])
     head = f"{'student':<{width}}  {'score':>9}  " + "  ".join(i[:12].ljust(12) for i in ids) + "  notes"

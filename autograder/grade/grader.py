@@ -36,9 +36,8 @@ from autograder.build.reference import package_files
 from autograder.grade.repair import repair, sanitize
 from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
-from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED, Verdict
 
-NOT_RUN = "not run"
 MESSAGE_LIMIT = 2000
 # Raised by a check that cannot run here (no GPU and no emulator for it): never passed.
 _NOT_RUN_ERRORS = {"SkipTest", "Skipped", "NotRun", "GPUNotAvailable", "GpuNotAvailable", "NoGPU"}
@@ -397,7 +396,7 @@ class Grader:
                 test_ids = [self.source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
                 points = sum(float(gb.find_grade(t, self.chapter.id, self.chapter.id, student).score or 0.0)
                              for t in test_ids)
-                tests = [outcomes.get(index_of.get(t), {"status": "not run", "ename": "NotRun",
+                tests = [outcomes.get(index_of.get(t), {"status": NOT_RUN, "ename": "NotRun",
                                                          "evalue": "the test cell did not run"}) for t in test_ids]
                 answer = outcomes.get(index_of.get(ex.id), {})
                 status, message = _status(ex.id, tests, answer)

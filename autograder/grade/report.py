@@ -29,8 +29,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN, MANUAL = (
-    "passed", "failed", "error", "not attempted", "not run", "manually graded")
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED
+
 STATUSES = [PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN]
 COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#bf8700", NOT_ATTEMPTED: "#8c959f", NOT_RUN: "#d0d7de"}
 
