@@ -6,8 +6,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["CHAPTER_NAME", "REPO", "Chapter", "ChapterNotFound", "discover", "find"]
+
 CHAPTER_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
 REPO = Path(__file__).resolve().parent.parent
+
+
+class ChapterNotFound(LookupError):
+    """No chapter of that id; the message names the ones there are (the command exits 1)."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,9 @@ def discover(source: Path) -> list[Chapter]:
 
 
 def find(source: Path, chapter_id: str) -> Chapter:
+    """The chapter `chapter_id` of `source`; ChapterNotFound if there is none."""
     for ch in discover(source):
         if ch.id == chapter_id:
             return ch
     known = ", ".join(c.id for c in discover(source)) or "none"
-    raise SystemExit(f"no chapter {chapter_id!r} in {source}. Chapters: {known}.")
+    raise ChapterNotFound(f"no chapter {chapter_id!r} in {source}. Chapters: {known}.")

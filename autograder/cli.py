@@ -9,8 +9,8 @@ from autograder.chapters import REPO
 
 
 def _build(args) -> int:
-    from autograder.build import assemble_reference, build
-    from autograder.source_format import SourceError
+    from autograder.build.release import assemble_reference, build
+    from autograder.build.source_format import SourceError
 
     repo = Path(args.repo).resolve()
     try:
@@ -39,9 +39,9 @@ def main(argv=None) -> int:
     b.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each out-of-date file")
     b.add_argument("--repo", default=str(REPO), help="the course repository (default: this one)")
     b.set_defaults(func=_build)
-    from autograder.grade_cli import add_grade_parser
+    from autograder.grade.cli import add_grade_parser
     add_grade_parser(sub)
-    from autograder.report import add_report_parser
+    from autograder.grade.report import add_report_parser
     add_report_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)

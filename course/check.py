@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
-from course.verdicts import MANUAL, NOT_ATTEMPTED, Verdict, error_of, verdict_from_error
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict, error_of, verdict_from_error
 
 # Set while a notebook is being run by a check or by the grader, so that a
 # `check()` left in a cell does not start a check inside the check.
@@ -55,14 +55,14 @@ def verdicts_of_executed(nb) -> list[Verdict]:
         if solution_error and solution_error[0] == "NotImplementedError":
             status, message = verdict_from_error(ex.id, solution_error)
         else:
-            status, message = "passed", ""
+            status, message = PASSED, ""
             for i in ex.test_cells:
                 status, message = verdict_from_error(ex.id, error_of(nb.cells[i]))
-                if status != "passed":
+                if status != PASSED:
                     break
             if not ex.test_cells:
-                status, message = "error", "the test cell of this exercise is missing: restore it from release/."
-        points = ex.points if status == "passed" else 0.0
+                status, message = ERROR, "the test cell of this exercise is missing: restore it from release/."
+        points = ex.points if status == PASSED else 0.0
         result.append(Verdict(ex.id, status, message, points, ex.points))
     return result
 
@@ -104,7 +104,7 @@ def format_table(verdicts: list[Verdict]) -> str:
 
 
 def _html_table(verdicts: list[Verdict]) -> str:
-    colour = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#9a6700", NOT_ATTEMPTED: "#57606a", MANUAL: "#0969da"}
+    colour = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#9a6700", NOT_ATTEMPTED: "#57606a", MANUAL: "#0969da"}
     rows = "".join(
         f"<tr><td><code>{html.escape(v.exercise)}</code></td>"
         f"<td style='color:{colour.get(v.status, '#000')};font-weight:bold'>{v.status}</td>"
@@ -164,10 +164,10 @@ class Checker:
                 exec(compile(nb.cells[i].source, f"<visible tests of {exercise}>", "exec"), namespace)
             except Exception as e:  # the verdict names the exception; the student's cell shows the rest
                 status, message = verdict_from_error(exercise, (type(e).__name__, str(e)))
-                if status == "error":
+                if status == ERROR:
                     message += "\n" + "".join(traceback.format_exception(e)[-3:])
                 return Verdict(exercise, status, message, 0.0, ex.points)
-        return Verdict(exercise, "passed", "visible tests pass (hidden tests run at grading)", ex.points, ex.points)
+        return Verdict(exercise, PASSED, "visible tests pass (hidden tests run at grading)", ex.points, ex.points)
 
 
 def _namespace() -> dict:

@@ -1,7 +1,7 @@
 """A course notebook as the checks and the grader see it: its chapter and its
 exercises, read from nbgrader's cell metadata.
 
-Conventions (the build writes them, see autograder/source_format.py):
+Conventions (the build writes them, see autograder/build/source_format.py):
 - a solution cell's ``grade_id`` is the exercise id, e.g. ``ex_gradient``;
 - the cell that tests it is ``<exercise>_tests`` (visible tests, then hidden ones);
 - a manually graded answer is a cell that is both ``solution`` and ``grade``.

@@ -6,8 +6,26 @@ student sees the same words before and after submitting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-PASSED, FAILED, NOT_ATTEMPTED, ERROR, MANUAL = "passed", "failed", "not attempted", "error", "manually graded"
+
+class Status(str, Enum):
+    """How an exercise went: the one set of words the student's check, the grader, its feedback
+    pages, results/*.json and the class report use. A str: it compares, hashes, formats and
+    is written to JSON as its word ("passed")."""
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    NOT_ATTEMPTED = "not attempted"
+    NOT_RUN = "not run"  # the check cannot run here (no GPU and no emulator for it): never passed
+    MANUAL = "manually graded"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN, MANUAL = (Status.PASSED, Status.FAILED, Status.ERROR,
+                                                         Status.NOT_ATTEMPTED, Status.NOT_RUN, Status.MANUAL)
 
 # Stubs raise this until the student writes code; nbgrader's stub does the same.
 _NOT_ATTEMPTED = {"NotImplementedError"}
@@ -16,7 +34,7 @@ _NOT_ATTEMPTED = {"NotImplementedError"}
 @dataclass
 class Verdict:
     exercise: str
-    status: str
+    status: str  # a Status
     message: str = ""
     points: float = 0.0
     max_points: float = 0.0

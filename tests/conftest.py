@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-# One BLAS/OpenMP thread per test process, as the grading sandbox has (autograder/sandbox.py): `make test` runs
+# One BLAS/OpenMP thread per test process, as the grading sandbox has (autograder/sandbox/bubblewrap.py): `make test` runs
 # a worker per core, and a thread pool that must wait for a busy core makes every matmul of NumPy's OpenBLAS
 # (above 2**18 multiply-adds) or torch take milliseconds. Set before numpy and torch load; subprocesses inherit it.
 for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -41,7 +41,7 @@ def repo() -> Path:
 def reference_picotorch(tmp_path_factory):
     """The reference picotorch of every chapter so far, assembled by the build into a temporary
     folder and imported in place of any other picotorch while the test module runs."""
-    from autograder.build import assemble_reference
+    from autograder.build.release import assemble_reference
 
     root = assemble_reference(REPO, tmp_path_factory.mktemp("reference"))
     ours = lambda name: name == "picotorch" or name.startswith("picotorch.")  # noqa: E731

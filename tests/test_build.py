@@ -8,8 +8,8 @@ import sys
 import nbformat
 import pytest
 
-from autograder.build import build
-from autograder.source_format import SourceError
+from autograder.build.release import build
+from autograder.build.source_format import SourceError
 from conftest import CHAPTERS
 from course.notebook import exercises
 from minicourse import write

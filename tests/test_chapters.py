@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grade import Grader
+from autograder.grade.grader import Grader
 from conftest import CHAPTERS
 from course.notebook import exercises
 from notebook_runs import mutant_verdicts, mutants_of, mutated_notebook, run_in_copy

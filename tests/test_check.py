@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.build import build
+from autograder.build.release import build
 from conftest import CHAPTERS
 from course.check import check_notebook
 from course.notebook import NotebookError, exercises

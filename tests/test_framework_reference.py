@@ -16,8 +16,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.build import assemble_reference
-from autograder.source_format import notebook_from_text
+from autograder.build.release import assemble_reference
+from autograder.build.source_format import notebook_from_text
 from course import compare, inputs
 
 SETTINGS = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))

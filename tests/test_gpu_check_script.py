@@ -54,7 +54,7 @@ def test_the_scan_reads_the_files_the_device_runs(third_party):
     rel = {f.relative_to(REPO).as_posix() for f in files}
     expected = {"benchmarks/device/gpu_check.py", "benchmarks/suites/gpu.py", "tests/conftest.py",
                 f"source/{imports.CHAPTER}/{imports.CHAPTER}.py", f"source/{imports.CHAPTER}/picotorch/__init__.py",
-                "course/check.py", "course/cuda/gpu.py", "autograder/build.py"}
+                "course/check.py", "course/cuda/gpu.py", "autograder/build/release.py"}
     assert expected <= rel, f"not followed: {sorted(expected - rel)}"
     gpu_tests = {p.name for p in imports.gpu_test_files()}
     assert {"test_cuda_gpu.py", "test_backend_reference.py"} <= gpu_tests, gpu_tests

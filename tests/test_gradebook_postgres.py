@@ -32,7 +32,7 @@ def course(tmp_path_factory):
     first = make_chapter(root)
     make_chapter(root, CHAPTER_TEXT.replace("chapter: 01_mini", "chapter: 02_mini"), "02_mini")
     from autograder import nbgrader_env
-    from autograder.grade import prepare_course
+    from autograder.grade.grader import prepare_course
     release = tmp_path_factory.mktemp("release")
     prepare_course(first, release)
     with nbgrader_env.quiet():
@@ -68,7 +68,7 @@ def _finish(run: subprocess.Popen) -> str:
 def gradebook_snapshot(db_url: str, chapter: str) -> dict[str, tuple[float, dict[str, float | None]]]:
     """{student: (score, {grade cell: auto score})} of `chapter`, read through nbgrader's own API."""
     from nbgrader.api import Gradebook
-    from autograder.gradebook import engine_url
+    from autograder.grade.gradebook import engine_url
     with Gradebook(engine_url(db_url)) as gb:
         out = {}
         for submission in gb.find_assignment(chapter).submissions:
@@ -114,7 +114,7 @@ def test_two_chapters_graded_at_once_into_one_gradebook_lose_nothing(graded):
         assert {s: score for s, (score, _) in gradebook_snapshot(url, chapter).items()} == \
             {r["student"]: float(r["score"]) for r in _csv(tmp / f"pg-{chapter[:2]}" / "grades.csv")}
     from nbgrader.api import Gradebook
-    from autograder.gradebook import engine_url
+    from autograder.grade.gradebook import engine_url
     with Gradebook(engine_url(url)) as gb:
         assert sorted(a.name for a in gb.assignments) == ["01_mini", "02_mini"]
         assert len(gb.students) == CLASS_SIZE
@@ -139,9 +139,9 @@ def test_the_report_reads_the_postgresql_gradebook(course, graded):
 
 
 def _record(url: str, root: str, chapter: str, students: list[str]) -> None:
-    from autograder import gradebook
+    from autograder.grade import gradebook
     from autograder.chapters import Chapter
-    from autograder.grade import Result
+    from autograder.grade.grader import Result
     chapter_obj = Chapter(chapter, Path(root) / "source" / chapter)
     nb = nbformat.read(chapter_obj.notebook, 4)
     tests = [c.metadata.nbgrader.grade_id for c in nb.cells
@@ -162,7 +162,7 @@ def test_writers_of_one_gradebook_take_turns(course, postgres):
     the race that fails one of them without the lock (both create nbgrader's tables at once:
     "duplicate key value violates unique constraint pg_type_typname_nsp_index"). Both are recorded in full."""
     root, _ = course
-    from autograder import gradebook
+    from autograder.grade import gradebook
     url = postgres.database("turns")
     students = [f"r{n}" for n in range(4)]
     context = multiprocessing.get_context("spawn")

@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.submissions import _mapped, collect, id_problem, printable, student_ids, unpack
+from autograder.grade.intake import _mapped, collect, id_problem, printable, student_ids, unpack
 from test_grading_cli import HIDDEN_WRONG
 from test_grading_sandbox import RIGHT, answer, make_chapter
 
@@ -46,8 +46,8 @@ def course(tmp_path_factory):
 @pytest.fixture(scope="module")
 def grader(course, tmp_path_factory):
     """A Grader of the small chapter; its release notebook is what the classes are made of."""
-    from autograder.grade import Grader
-    from autograder.sandbox import Limits
+    from autograder.grade.grader import Grader
+    from autograder.sandbox.bubblewrap import Limits
     g = Grader(course[1], tmp_path_factory.mktemp("grader"), limits=Limits(cell_timeout_s=10,
                                                                             submission_timeout_s=90))
     yield g
@@ -229,7 +229,7 @@ def test_every_damaged_notebook_is_its_own_zero_and_its_neighbours_keep_their_po
 
 def test_any_exception_while_grading_is_that_submissions_error(grader, tmp_path, monkeypatch):
     """A failure nobody foresaw (here: repair raising) costs that notebook, not the next one."""
-    import autograder.grade as grade_module
+    import autograder.grade.grader as grade_module
     write(tmp_path / "a", right(grader.release_nb))
 
     def broken(*args, **kwargs):
@@ -327,7 +327,7 @@ def test_a_zip_cut_inside_a_member_keeps_the_members_before_it(notebook, tmp_pat
 
 
 def test_a_file_that_is_not_a_zip_still_stops_the_run(tmp_path):
-    from autograder.submissions import IntakeError
+    from autograder.grade.intake import IntakeError
     (tmp_path / "bad.zip").write_bytes(b"not a zip at all")
     with pytest.raises(IntakeError, match="not a readable zip file"):
         unpack(tmp_path / "bad.zip", tmp_path)

@@ -32,7 +32,7 @@ def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     chapter = make_chapter(root)
     from autograder import nbgrader_env
-    from autograder.grade import prepare_course
+    from autograder.grade.grader import prepare_course
     course = tmp_path_factory.mktemp("release")
     prepare_course(chapter, course)
     with nbgrader_env.quiet():
@@ -196,3 +196,34 @@ def test_unusable_submissions_exit_2_with_a_message(repo, tmp_path):
                                         "--repo", str(root)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "not a readable zip file" in done.stderr
     assert not (tmp_path / "o" / "grades.csv").exists()
+
+
+def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_path):
+    """The command is a thin caller of autograder.grade.grade_class (issue 17, item 3): the same
+    grading from Python, a result object back, the errors as exceptions (never SystemExit)."""
+    from autograder.chapters import ChapterNotFound
+    from autograder.grade import ClassResult, GradeError, GradeOptions, grade_class
+    root, chapter, release = repo
+    students = class_of(release, 3)  # right, hidden-wrong, blank
+    folders = write_class(tmp_path / "class", students)
+    said, landed = [], []
+    options = GradeOptions(workers=1, repo=root, say=said.append, warn=said.append,
+                           progress=lambda result, done, total: landed.append((result.student, done, total)))
+    graded = grade_class("01_mini", folders, tmp_path / "out", options)
+    assert isinstance(graded, ClassResult) and graded.chapter == chapter and graded.workers == 1
+    assert [r.student for r in graded.results] == ["s00", "s01", "s02"]
+    assert [r.score for r in graded.results] == [3, 1, 0], [r.to_json() for r in graded.results]
+    assert {s for s, _, _ in landed} == {"s00", "s01", "s02"} and sorted(d for _, d, _ in landed) == [1, 2, 3]
+    assert {total for _, _, total in landed} == {3}
+    assert said == ["grading 3 submissions of 01_mini with 1 worker(s), sandboxed ..."], said
+    assert {r["student"]: float(r["score"]) for r in rows(tmp_path / "out")} == {"s00": 3, "s01": 1, "s02": 0}
+    assert graded.report_error is None and all(p.is_file() for p in graded.report_paths)
+    assert (tmp_path / "out" / "feedback" / "s01" / "01_mini.html").is_file()
+    with pytest.raises(ChapterNotFound, match="no chapter '99_none'"):
+        grade_class("99_none", folders, tmp_path / "never", options)
+    with pytest.raises(GradeError, match="is neither a folder of submissions nor a .zip of one"):
+        grade_class(chapter, tmp_path / "missing", tmp_path / "never", options)
+    (tmp_path / "nobody").mkdir()
+    with pytest.raises(GradeError, match="no student folders found in"):
+        grade_class(chapter, tmp_path / "nobody", tmp_path / "never", options)
+    assert not (tmp_path / "never").exists()

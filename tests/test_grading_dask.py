@@ -247,7 +247,7 @@ def test_a_worker_killed_in_the_middle_of_a_submission_loses_and_doubles_nothing
                 for worker, keys in _executing(client).items():
                     if any(k.startswith("grade-00_tour-k00-") for k in keys):
                         time.sleep(2)  # well inside its 15 s of sleep
-                        from autograder.distributed import worker_status
+                        from autograder.grade.distributed import worker_status
                         killed = client.run(worker_status, workers=[worker])[worker]["pid"]
                         os.kill(killed, signal.SIGKILL)
                         break

@@ -24,9 +24,9 @@ import pytest
 import torch
 
 from autograder.chapters import Chapter
-from autograder.grade import Grader
-from autograder.sandbox import Limits
-from autograder.source_format import dumps, notebook_from_text
+from autograder.grade.grader import Grader
+from autograder.sandbox.bubblewrap import Limits
+from autograder.build.source_format import dumps, notebook_from_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_sandbox")]
 SECRET = "hidden-" + secrets.token_hex(8)
@@ -442,7 +442,7 @@ def test_tampering_does_not_raise_a_score(course, cheat):
 def test_the_same_tampering_fools_plain_nbgrader(course, tmp_path):
     """Why the sandbox is needed: nbgrader's own autograde gives the cheat full marks."""
     from autograder import nbgrader_env
-    from autograder.grade import prepare_course
+    from autograder.grade.grader import prepare_course
     grader, _ = course
     prepare_course(grader.chapter, tmp_path)
     api = nbgrader_env.api(tmp_path)
@@ -953,7 +953,7 @@ def grade_attacks(attack_course, name: str, answers: dict[str, str]):
 
 
 def assert_no_hidden_source(result):
-    from autograder.feedback import render
+    from autograder.grade.feedback import render
     page = render(result)
     assert HIDDEN_MARK not in page and "BEGIN HIDDEN" not in page and "leaked" not in page, page
     for v in result.verdicts:

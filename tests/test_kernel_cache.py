@@ -1,5 +1,5 @@
 """Compiled emulator kernels shared between the submissions one grader grades
-(issue 19, item 3; autograder/kernel_cache.py): the given kernels are compiled once,
+(issue 19, item 3; autograder/sandbox/kernel_cache.py): the given kernels are compiled once,
 by the reference run; a student's kernel that another student hands in again is
 compiled once more by trusted code after the first submission, and never again; the
 student's code can read the shared cache and cannot write it."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grade import Grader
+from autograder.grade.grader import Grader
 from test_grading_sandbox import answer, make_chapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kernel_cache")]

@@ -8,7 +8,7 @@ import sys
 import nbformat
 import pytest
 
-from autograder.build import build
+from autograder.build.release import build
 from course.notebook import exercises
 from minicourse import write
 

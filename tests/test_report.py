@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import report as rep
+from autograder.grade import report as rep
 
 REPO = Path(__file__).resolve().parent.parent
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]

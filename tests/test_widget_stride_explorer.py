@@ -9,7 +9,7 @@ import ipywidgets as widgets
 import pytest
 import torch
 
-from autograder.build import assemble_reference
+from autograder.build.release import assemble_reference
 from course.widgets.stride_explorer import OPS, ArgumentError, StrideExplorer, explore, parse_key
 
 

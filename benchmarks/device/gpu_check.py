@@ -186,7 +186,7 @@ def probe_gpu(summary: dict) -> bool:
 
 
 def assemble(summary: dict) -> bool:
-    from autograder.build import assemble_reference
+    from autograder.build.release import assemble_reference
 
     start = time.monotonic()
     try:
@@ -234,13 +234,13 @@ def notebook_step(result: Path, deadline: float | None = None) -> int:
 
     import torch
 
-    from autograder.build import declared_files
+    from autograder.build.release import declared_files
     from autograder.chapters import discover
-    from autograder.reference import package_files
-    from autograder.source_format import dumps, notebook_from_text
+    from autograder.build.reference import package_files
+    from autograder.build.source_format import dumps, notebook_from_text
     from course.check import run_fresh, verdicts_of_executed
     from course.notebook import exercises, read_notebook
-    from course.verdicts import error_of
+    from course.verdicts import NOT_RUN, error_of
 
     chapters = discover(REPO / "source")
     n = [c.id for c in chapters].index(imports.CHAPTER)
@@ -277,7 +277,7 @@ def notebook_step(result: Path, deadline: float | None = None) -> int:
         ex = found[v.exercise]
         cut = [i for i in ex.solution_cells + ex.test_cells if (error_of(nb.cells[i]) or ("",))[0] == "KeyboardInterrupt"]
         if stopped and ex.test_cells and (cut or all(nb.cells[i].get("execution_count") is None for i in ex.test_cells)):
-            v.status, v.points = "not run", 0.0
+            v.status, v.points = NOT_RUN, 0.0
             v.message = f"the notebook stopped {'in' if cut else 'before'} these tests: {stopped}"
     record = {"chapter": chapter.id, "seconds": round(seconds, 1), "stopped": stopped,
               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
@@ -342,13 +342,14 @@ def notebook_lines(out: Path, step: dict) -> tuple[list[str], bool]:
     except Exception:
         return [f"notebook {imports.CHAPTER}: no verdicts (rc={step['rc']}"
                 + (", TIMED OUT" if step["timed_out"] else "") + "); see notebook.log"], False
+    from course.verdicts import MANUAL, PASSED
     verdicts = record["verdicts"]
-    passed = [v for v in verdicts if v["status"] == "passed"]
-    auto = [v for v in verdicts if v["status"] != "manually graded"]
+    passed = [v for v in verdicts if v["status"] == PASSED]
+    auto = [v for v in verdicts if v["status"] != MANUAL]
     lines = [f"notebook {record['chapter']} on {record['device'] or 'the CPU (no GPU)'}: {len(passed)} of {len(auto)} exercises passed, "
              f"{sum(v['points'] for v in auto):g}/{sum(v['max_points'] for v in auto):g} points, "
              f"{record['seconds']:g} s" + (f" (STOPPED: {record['stopped'][:100]})" if record.get("stopped") else "")]
-    lines += [f"    {v['exercise']:22s} {v['status']:14s} {v['message'][:200]}" for v in auto if v["status"] != "passed"]
+    lines += [f"    {v['exercise']:22s} {v['status']:14s} {v['message'][:200]}" for v in auto if v["status"] != PASSED]
     return lines, len(passed) == len(auto) and step["rc"] == 0
 
 

@@ -110,7 +110,7 @@ def available():
 
 def _reference(folder: Path) -> Path:
     from autograder.chapters import discover
-    from autograder.reference import package_files
+    from autograder.build.reference import package_files
     for rel, text in package_files(discover(REPO / "source")).items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)

@@ -37,7 +37,7 @@ def available() -> str | None:
 
 def load_reference():
     """Assemble the reference picotorch from source/ into build/reference and import it."""
-    from autograder.build import assemble_reference
+    from autograder.build.release import assemble_reference
 
     out = assemble_reference(REPO, REPO / "build" / "reference")
     if str(out) not in sys.path:

@@ -16,6 +16,8 @@ from enum import Enum
 
 import torch
 
+from course.verdicts import Status
+
 
 class Where(str, Enum):
     GPU = "gpu"
@@ -105,14 +107,14 @@ def recording():
         _launches.reset(token)
 
 
-PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
+PASSED, FAILED, ERROR, NOT_RUN = Status.PASSED, Status.FAILED, Status.ERROR, Status.NOT_RUN
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
     name: str
     where: Where
-    status: str               # passed, failed, error, not run
+    status: str               # a Status: passed, failed, error, not run
     message: str = ""
     launches: int = 0
 

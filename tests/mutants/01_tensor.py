@@ -10,7 +10,7 @@ solution as it changes and each one differs from it in exactly the way its name 
 import re
 from pathlib import Path
 
-from autograder.source_format import notebook_from_text
+from autograder.build.source_format import notebook_from_text
 
 _TEXT_FORM = Path(__file__).resolve().parents[2] / "source" / "01_tensor" / "01_tensor.py"
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")

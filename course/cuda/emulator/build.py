@@ -73,7 +73,7 @@ def cache_dir() -> Path:
 
 def shared_cache_dir() -> Path | None:
     """$COURSE_CUDA_SHARED_CACHE: builds made by trusted code (the grader's sandbox
-    supervisor, autograder/kernel_cache.py) that this process may read and not
+    supervisor, autograder/sandbox/kernel_cache.py) that this process may read and not
     write; looked up before `cache_dir()`."""
     env = os.environ.get("COURSE_CUDA_SHARED_CACHE")
     return Path(env) if env and os.path.isdir(env) else None

@@ -75,7 +75,7 @@ class Snapshot:
     def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
         """Snapshot the modules loaded from `roots` (and built-in ones). A chapter's own
         packages in the working folder (picotorch/) are the student's to extend, not the grader's."""
-        import autograder.kernel  # noqa: F401  (the kernel's own code is the grader's too: in the snapshot)
+        import autograder.sandbox.executor  # noqa: F401  (the kernel's own code is the grader's too: in the snapshot)
         snap = cls()
         seen_classes: set[int] = set()
         seen_functions: set[int] = set()

@@ -1,9 +1,9 @@
-"""The trusted process inside a grading sandbox: `python -m autograder.supervisor`.
+"""The trusted process inside a grading sandbox: `python -m autograder.sandbox.supervisor`.
 
-Started once per grader worker inside bubblewrap (autograder/sandbox.py), it
+Started once per grader worker inside bubblewrap (autograder/sandbox/bubblewrap.py), it
 imports torch, the course package and whatever the chapter's own cells import,
-snapshots the interpreter (autograder/integrity.py), and then grades one job at
-a time: for each submission it forks a kernel (autograder/kernel.py) that runs
+snapshots the interpreter (autograder/sandbox/integrity.py), and then grades one job at
+a time: for each submission it forks a kernel (autograder/sandbox/executor.py) that runs
 as a throwaway uid with resource limits, sends it the cells one by one, and
 enforces the time limits. It never runs student code itself, and it reads the
 kernel's messages only as JSON.
@@ -35,7 +35,7 @@ import struct
 import sys
 import time
 
-from autograder import kernel_cache
+from autograder.sandbox import kernel_cache
 
 MAX_MESSAGE = 8 * 1024 * 1024
 
@@ -85,14 +85,14 @@ def _warm(preload: list[str]) -> list[str]:
 
 class Kernel:
     def __init__(self, job, snapshot, uid):
-        from autograder import kernel
+        from autograder.sandbox import executor
         parent, child = socket.socketpair()
         self.pid = os.fork()
         if self.pid == 0:
             try:
                 parent.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                kernel.main(child, job, snapshot, uid)
+                executor.main(child, job, snapshot, uid)
             finally:
                 os._exit(70)
         child.close()
@@ -401,7 +401,7 @@ def main() -> int:
     kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
     failed = _warm(preload)
     kernel_cache.after_warmup()
-    from autograder.integrity import Snapshot
+    from autograder.sandbox.integrity import Snapshot
     import importlib.util
     roots = {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
     for package in ("course", "autograder"):

@@ -5,7 +5,7 @@ process tree, a tmpfs root holding only the Python installation, the virtual
 environment and the `course` and `autograder` packages (read-only), and a small
 tmpfs to work in. The course repository's source/, the gradebook, the hidden
 tests on disk and the other submissions are simply not in it. Inside runs the
-supervisor (autograder/supervisor.py), warm, which grades one job at a time.
+supervisor (autograder/sandbox/supervisor.py), warm, which grades one job at a time.
 
 Run as root (CI, a course server), each kernel also gets a uid of its own, so
 the process limit counts only its processes and the supervisor can kill every
@@ -109,7 +109,7 @@ def command(staging: Path, limits: Limits, root_mode: bool) -> list[str]:
              "--setenv", "PATH", f"{executable.parent}:/usr/bin:/bin",
              "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
              "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "LANG", "C.UTF-8",
-             "--", str(executable), "-I", "-m", "autograder.supervisor"]
+             "--", str(executable), "-I", "-m", "autograder.sandbox.supervisor"]
     return args
 
 

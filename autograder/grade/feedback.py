@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import html
 
-_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "error": "#9a6700", "not attempted": "#57606a",
-            "manually graded": "#0969da", "not run": "#57606a"}
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED
+
+__all__ = ["render"]
+
+_COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#9a6700", NOT_ATTEMPTED: "#57606a",
+            MANUAL: "#0969da", NOT_RUN: "#57606a"}
 
 
 def render(result, title: str | None = None) -> str:
-    auto = [v for v in result.verdicts if v.status != "manually graded"]
+    auto = [v for v in result.verdicts if v.status != MANUAL]
     earned = sum(v.points for v in auto)
     possible = sum(v.max_points for v in auto)
     rows = "".join(

@@ -33,7 +33,7 @@ PARALLEL_ATTEMPTS = 2
 def _start(chapter, limits) -> None:
     global _grader, _start_error
     try:
-        from autograder.grade import Grader
+        from autograder.grade.grader import Grader
         workdir = Path(tempfile.mkdtemp(prefix="course-worker-"))
         # a pool's worker leaves through os._exit, which skips atexit; multiprocessing's own
         # finalizers still run
@@ -46,8 +46,8 @@ def _start(chapter, limits) -> None:
 
 
 def _grade(submission):
-    from autograder.grade import grader_failure_note
-    from autograder.sandbox import SandboxError
+    from autograder.grade.grader import grader_failure_note
+    from autograder.sandbox.bubblewrap import SandboxError
     if _grader is None:
         raise SandboxError(f"a grader worker could not start: {_start_error}")
     notes = getattr(submission, "notes", None)
@@ -66,8 +66,8 @@ def grade_all(chapter, submissions, workers: int, limits=None, on_result=None):
 
     Returns (results, {worker pid: peak RSS in KiB of the worker itself}). Raises
     SandboxError when the graders cannot start or run at all."""
-    from autograder.grade import failed_result, grader_failure_note
-    from autograder.sandbox import SandboxError
+    from autograder.grade.grader import failed_result, grader_failure_note
+    from autograder.sandbox.bubblewrap import SandboxError
 
     results = {}
     worker_rss: dict[int, int] = {}
@@ -131,7 +131,7 @@ def grade_all(chapter, submissions, workers: int, limits=None, on_result=None):
                         if not results:  # nothing was ever graded: the grader, not this submission
                             raise SandboxError("the grader's worker processes keep dying before any "
                                                "submission is graded; run one grading by hand "
-                                               "(autograder.grade.Grader) to see why") from None
+                                               "(autograder.grade.grader.Grader) to see why") from None
                         land(failed_result(chapter, s.student, "the grader's worker process died every time "
                                            "it graded this notebook (it is not your code's fault: that runs in "
                                            "the sandbox). Tell your instructor, who can regrade it"))

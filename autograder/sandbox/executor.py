@@ -1,6 +1,6 @@
-"""The process that runs one student's notebook, cell by cell, inside the sandbox.
+"""The executor: the process that runs one student's notebook, cell by cell, inside the sandbox.
 
-It is forked by the supervisor (autograder/supervisor.py) from a warm
+It is forked by the supervisor (autograder/sandbox/supervisor.py) from a warm
 interpreter, drops to an unprivileged uid with resource limits, and then obeys
 one message at a time: RUN(cell) -> DONE(cell). It is *not* an IPython kernel:
 cells are compiled and executed here, so there are no input transformers,
@@ -11,7 +11,7 @@ it is its turn, so no earlier cell can see or alter a later one.
 Between cells the kernel runs the grader's own code, and that stretch is
 guarded: signals are blocked, the garbage collector is paused, every value the
 student displaced is kept alive (no finalizer runs), and the snapshot of the
-loaded modules is restored before anything else (autograder/integrity.py). The
+loaded modules is restored before anything else (autograder/sandbox/integrity.py). The
 DONE message carries the nonce that came with RUN, so a message a student's code
 writes on the channel itself is recognised as forged.
 """
@@ -31,7 +31,7 @@ import sys
 import tempfile
 import types
 
-from autograder.integrity import Snapshot, install_guard
+from autograder.sandbox.integrity import Snapshot, install_guard
 
 TEXT_LIMIT_DEFAULT = 100_000
 
@@ -502,7 +502,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     encode = json.encoder.encode_basestring_ascii
     sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
     gc_enable, gc_disable = gc.enable, gc.disable
-    from autograder.integrity import critical
+    from autograder.sandbox.integrity import critical
     restore, module_of = snapshot._restore, snapshot._module_of  # closures: no attribute of a class is asked
     split = _split_last_expression
     from warnings import catch_warnings, simplefilter
@@ -550,7 +550,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     # test cell's code, one before each of its statements) checks, by identity, the namespaces and
     # classes of the tools the tests use, the notebook's names, and torch's modes. A change found
     # there (a patch that would undo itself before the cell ends) fails the test as tampering.
-    from autograder.integrity import TOOLS, SandboxViolation
+    from autograder.sandbox.integrity import TOOLS, SandboxViolation
     immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: such a class cannot be patched at all
     owners = dict(snapshot.owner)
 
@@ -594,8 +594,8 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         elif kind is list:
             same = len_(table) == len_(items) and all_(map_(is_, items, table))
         else:
-            ids = {id(x) for x in items}
-            same = len_(table) == len_(items) and all_([id(x) in ids for x in table])
+            ids = table_ids[id(table)]
+            same = len_(table) == len_(items) and all_(map_(ids.__contains__, map_(id, table)))
         return [] if same else [where]
 
     def gns_changes() -> list[str]:
@@ -609,7 +609,15 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     # Each watched dict's version tag (PEP 509's ma_version_tag, which CPython bumps on every change
     # of a dict): a check reads one number per dict and looks closer only at one that changed. Where
     # the tag cannot be read (another Python), every check compares every entry.
-    watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes]
+    # The tools' dict tables are watched by version tag like the namespaces (comparing each of them in
+    # full at every statement of a test cell was a third of a submission's grading time); lists and
+    # sets have no tag and are compared every time.
+    dict_tables = tuple(entry for entry in tables if type_(entry[1]) is dict)
+    other_tables = tuple(entry for entry in tables if type_(entry[1]) is not dict)
+    table_ids = {id(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
+                 for entry in other_tables if type_(entry[1]) is not list}
+    watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes] \
+        + [(table_changes, entry) for entry in dict_tables]
     tags = _version_tags([entry[1] for _, entry in watched] + [gns])
     seen = [cell.value for cell in tags] if tags else []
 
@@ -630,12 +638,12 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                 changed += found
                 if not found:
                     seen[-1] = now
-            for entry in tables:
+            for entry in other_tables:
                 changed += table_changes(*entry)
         else:
             for check, entry in watched:
                 changed += check(*entry)
-            for entry in tables:
+            for entry in other_tables:
                 changed += table_changes(*entry)
             changed += gns_changes()
         left = torch_check()
@@ -651,7 +659,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     allocate_lock, start_cell_thread, cell_tools = _cell_thread(original_mask)
     cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
     grad_mode = [True]
-    from autograder.integrity import exact_str
+    from autograder.sandbox.integrity import exact_str
 
     def receive():
         head = b""

@@ -6,11 +6,11 @@
 
 The client (the `autograder grade` process) reads the submissions, sends each
 notebook as one task, and alone writes the gradebook, grades.csv, results/ and
-feedback/, exactly as the local run does (autograder/grade_cli.py). Each Dask
+feedback/, exactly as the local run does (autograder/grade/pipeline.py). Each Dask
 worker holds one warm grader, set up by `GraderPlugin`: the worker's own
 checkout of the course, a throwaway nbgrader course folder and the bubblewrap
 sandbox with torch imported and the reference notebook run once: exactly the
-local grader (autograder/grade.py), with the limits the client asked for.
+local grader (autograder/grade/grader.py), with the limits the client asked for.
 
 Before it grades, a worker checks that it can do so as the client would:
 bubblewrap must be there (nothing is ever graded outside the sandbox), and the
@@ -122,7 +122,7 @@ def _result_to_json(result) -> dict:
 
 
 def _result_from_json(data: dict):
-    from autograder.grade import Result
+    from autograder.grade.grader import Result
     from course.verdicts import Verdict
     data = dict(data)
     data["verdicts"] = [Verdict(**v) for v in data.get("verdicts", [])]
@@ -192,34 +192,6 @@ class Journal:
         _write_atomic(self._path(result.student), json.dumps(entry) + "\n")
 
 
-def grade_class(args, chapter: Chapter, submissions, workers: int, limits, progress, out: Path):
-    """What `autograder grade` runs between intake and writing: the local pool, or the cluster
-    at args.scheduler; with args.resume, only the submissions not recorded yet.
-
-    Returns (results in the order of `submissions`, {worker: peak RSS in KiB})."""
-    repo = Path(getattr(args, "repo", None) or REPO).resolve()
-    version = course_version(repo, chapter.id)
-    journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
-    before = journal.start(submissions, resume=getattr(args, "resume", False))
-    todo = [s for s in submissions if s.student not in before]
-    if before:
-        print(f"resuming: {len(before)} graded before, {len(todo)} to grade", flush=True)
-
-    def on_result(result, done, total):
-        journal.add(result)
-        if progress:
-            progress(result, len(before) + done, len(submissions))
-
-    fresh, worker_rss = [], {}
-    if todo and getattr(args, "scheduler", None):
-        fresh, worker_rss = grade_on_cluster(args.scheduler, chapter, todo, limits, on_result, version)
-    elif todo:
-        from autograder.workers import grade_all
-        fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
-    by_student = {**before, **{r.student: r for r in fresh}}
-    return [by_student[s.student] for s in submissions], worker_rss
-
-
 # -- the worker side --------------------------------------------------------------------------------
 
 class GraderPlugin(WorkerPlugin):
@@ -278,7 +250,7 @@ class GraderPlugin(WorkerPlugin):
 
     def _build(self) -> str:
         """'' once the grader is warm, else why this worker refuses."""
-        from autograder.sandbox import SandboxError, bwrap
+        from autograder.sandbox.bubblewrap import SandboxError, bwrap
         try:
             bwrap()
         except SandboxError as e:
@@ -302,7 +274,7 @@ class GraderPlugin(WorkerPlugin):
         if loaded != mine["grader"]:
             return ("this worker process imported the grader's code before it changed on disk "
                     f"(grader {loaded[:12]} loaded, {mine['grader'][:12]} on disk): restart the worker")
-        from autograder.grade import Grader
+        from autograder.grade.grader import Grader
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         try:
@@ -339,10 +311,10 @@ class GraderPlugin(WorkerPlugin):
 
     def _grade(self, payload: dict, path: Path | None):
         """Exactly what the local pool's worker process does with one submission
-        (autograder/workers.py): this worker process holds one grader, as that one does."""
+        (autograder/grade/workers.py): this worker process holds one grader, as that one does."""
         from types import SimpleNamespace
 
-        from autograder import workers
+        from autograder.grade import workers
         workers._grader = self.grader
         submission = SimpleNamespace(student=payload["student"], notebook=path, timestamp=payload["timestamp"],
                                      problem=payload["problem"], notes=payload.get("notes"))
@@ -450,7 +422,7 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
     Returns (results in the order of `submissions`, {worker address: peak RSS in KiB}). Raises
     ClusterError when no worker can grade, or when some submissions could not be graded after
     their workers died repeatedly (the others are passed to on_result all the same)."""
-    from autograder.sandbox import Limits
+    from autograder.sandbox.bubblewrap import Limits
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 

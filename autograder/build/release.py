@@ -18,8 +18,8 @@ import nbformat
 
 from autograder import nbgrader_env
 from autograder.chapters import Chapter, discover
-from autograder.reference import PACKAGE, package_files
-from autograder.source_format import SourceError, dumps, notebook_from_text
+from autograder.build.reference import PACKAGE, package_files
+from autograder.build.source_format import SourceError, dumps, notebook_from_text
 
 
 def declared_files(chapter: Chapter, nb) -> list[str]:

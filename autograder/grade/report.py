@@ -29,13 +29,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN, MANUAL = (
-    "passed", "failed", "error", "not attempted", "not run", "manually graded")
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED
+
 STATUSES = [PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN]
 COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#bf8700", NOT_ATTEMPTED: "#8c959f", NOT_RUN: "#d0d7de"}
 
-# What the grader's notes say (autograder/repair.py, grade.py, supervisor.py, kernel.py), sorted into
-# what an instructor looks for. A note that matches none is a grading problem ("error").
+# What the grader's notes say (autograder/grade/repair.py and grader.py, autograder/sandbox/supervisor.py and
+# executor.py), sorted into what an instructor looks for. A note that matches none is a grading problem ("error").
 _TAMPERING = re.compile(r"could not be trusted|your code replaced|your code rebound|not allowed while grading|"
                         r"grading channel|tampered|Changing the grader's tools")
 _REPAIR = re.compile(r"appears more than once|pasted copy of the locked cell|is not part of this chapter|"
@@ -144,7 +144,7 @@ def gradebook_rows(db_url: str, chapter: str) -> dict[str, dict]:
     if path is not None and not path.is_file():
         return {}
     from sqlalchemy import create_engine, inspect
-    from autograder.gradebook import GradebookError, check, engine_url
+    from autograder.grade.gradebook import GradebookError, check, engine_url
     if path is None:
         try:
             check(db_url)
@@ -518,8 +518,8 @@ and the random seed in a message may differ); at most five per exercise.</p>
 # -- writing and the command -----------------------------------------------------------
 def write(out: Path, chapter: str, db_url: str | None = None) -> list[Path]:
     """Write the report of `chapter` from `out`'s results (and gradebook); the paths written."""
-    from autograder.grade_cli import write_atomic
-    from autograder.gradebook import describe
+    from autograder.grade.pipeline import write_atomic
+    from autograder.grade.gradebook import describe
     results = load_results(out, chapter)
     if not results:
         where = out / "results"

@@ -6,7 +6,7 @@ the SHA-256 of everything that goes into them, but the student's kernel writes
 its cache in its own working folder, which is wiped after every submission: each
 student paid for every kernel, the given ones included.
 
-Here the supervisor (the trusted process in the sandbox, autograder/supervisor.py)
+Here the supervisor (the trusted process in the sandbox, autograder/sandbox/supervisor.py)
 keeps one more cache, /grading/cuda-cache, on the sandbox's own filesystem. It
 belongs to the supervisor's user; the kernel, which runs as another uid without
 capabilities, can read it and never write it. The emulator looks there first

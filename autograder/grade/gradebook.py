@@ -111,7 +111,7 @@ def _exclusive(db_url: str):
 
 
 def record(chapter: Chapter, db_url: str, results: list) -> None:
-    """Put `results` (autograder.grade.Result) into the gradebook at `db_url`."""
+    """Put `results` (autograder.grade.grader.Result) into the gradebook at `db_url`."""
     path = sqlite_path(db_url)
     if path is None:
         url = engine_url(db_url)
@@ -135,7 +135,7 @@ def record(chapter: Chapter, db_url: str, results: list) -> None:
 
 def _record(chapter: Chapter, db_url: str, results: list) -> None:
     from nbgrader.api import Gradebook
-    from autograder.grade import prepare_course
+    from autograder.grade.grader import prepare_course
 
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
         prepare_course(chapter, Path(tmp))  # the assignment's cells, as generate_assignment records them

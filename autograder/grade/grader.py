@@ -5,15 +5,15 @@ from its gradebook, scores each test cell from its outputs, and records the
 scores (nbgrader export and formgrader read them). What it must not do is run
 the student's code in a kernel the student can reconfigure, with the
 instructor's file access: its Execute step is replaced by `SandboxExecute`,
-which hands the cells to the bubblewrap sandbox (autograder/sandbox.py), where a
+which hands the cells to the bubblewrap sandbox (autograder/sandbox/bubblewrap.py), where a
 kernel the grader controls runs them and reports each test's outcome over a
 channel student code cannot forge. The test cells' outputs nbgrader scores are
 written from those trusted outcomes.
 
 Before nbgrader sees a submission it is repaired against the release
-(autograder/repair.py); afterwards every exercise gets one Verdict with a
+(autograder/grade/repair.py); afterwards every exercise gets one Verdict with a
 teaching message, and the result carries the gradebook rows that the class-wide
-gradebook receives (autograder/gradebook.py).
+gradebook receives (autograder/grade/gradebook.py).
 """
 from __future__ import annotations
 
@@ -30,15 +30,14 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbgrader_env
-from autograder.build import declared_files
+from autograder.build.release import declared_files
 from autograder.chapters import Chapter, discover
-from autograder.reference import package_files
-from autograder.repair import repair, sanitize
-from autograder.sandbox import Limits, Sandbox, SandboxError
+from autograder.build.reference import package_files
+from autograder.grade.repair import repair, sanitize
+from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
 from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
-from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict
+from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED, Verdict
 
-NOT_RUN = "not run"
 MESSAGE_LIMIT = 2000
 # Raised by a check that cannot run here (no GPU and no emulator for it): never passed.
 _NOT_RUN_ERRORS = {"SkipTest", "Skipped", "NotRun", "GPUNotAvailable", "GpuNotAvailable", "NoGPU"}
@@ -127,7 +126,7 @@ def _chapter_check(nb, chapter_id: str, path: Path) -> None:
 
 def load_submission(path: Path, chapter_id: str) -> tuple[nbformat.NotebookNode, list[str]]:
     """(notebook, notes) of a submitted file: checked for the chapter, and sanitized
-    (autograder/repair.py) before nbformat reads it, since nbformat itself fails, with
+    (autograder/grade/repair.py) before nbformat reads it, since nbformat itself fails, with
     messages that do not help a student, on cells that are not objects, metadata that
     is a list, and the like. Raises NotebookError with a message that names the problem."""
     try:
@@ -235,7 +234,7 @@ class Grader:
         self._run: dict | None = None
         # For tests: {grade_id or cell index: [moment, ...]} makes the supervisor kill the kernel at that
         # moment of the n-th time the cell is sent ("before_send", "after_send", "after_reply"; None: no
-        # death that time). See autograder/supervisor.py.
+        # death that time). See autograder/sandbox/supervisor.py.
         self.kernel_deaths: dict = {}
 
     def close(self) -> None:
@@ -397,7 +396,7 @@ class Grader:
                 test_ids = [self.source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
                 points = sum(float(gb.find_grade(t, self.chapter.id, self.chapter.id, student).score or 0.0)
                              for t in test_ids)
-                tests = [outcomes.get(index_of.get(t), {"status": "not run", "ename": "NotRun",
+                tests = [outcomes.get(index_of.get(t), {"status": NOT_RUN, "ename": "NotRun",
                                                          "evalue": "the test cell did not run"}) for t in test_ids]
                 answer = outcomes.get(index_of.get(ex.id), {})
                 status, message = _status(ex.id, tests, answer)

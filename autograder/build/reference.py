@@ -11,7 +11,7 @@ package: only the solution notebooks hold the solutions.
 from __future__ import annotations
 
 from autograder.chapters import Chapter
-from autograder.source_format import notebook_from_text
+from autograder.build.source_format import notebook_from_text
 from course.own_code import PACKAGE, module_source
 from course.own_code import package_files as _package_files
 

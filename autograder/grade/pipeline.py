@@ -1,0 +1,256 @@
+"""Grade a class from Python: `grade_class(chapter, submissions, out, options)`, what `autograder grade` runs.
+
+    from autograder.grade import GradeOptions, grade_class
+    graded = grade_class("01_tensor", "class/", "out/", GradeOptions(workers=4))
+    graded.results          # one Result per student folder, in the order of the folders
+    graded.report_paths     # out/report/01_tensor.html, -figures.csv, -canvas.csv
+
+The stages, in order: the checks that the class can be graded at all (the gradebook
+server, bubblewrap), intake (grade/intake.py), grading on the local pool
+(grade/workers.py) or a Dask cluster (grade/distributed.py), with the record that
+lets an interrupted run resume, and then the files, all through temporary files
+renamed into place (an interrupted run never leaves a half-written file):
+
+    OUT/grades.csv                       student, chapter, score, max_score, one column per exercise
+    OUT/results/<student>.json           every exercise's points and message, and the notes
+    OUT/feedback/<student>/<chapter>.html  the page to hand back (no hidden test in it)
+    OUT/gradebook.db                     nbgrader's gradebook (or options.db): nbgrader export, formgrader
+    OUT/autograded/<student>/<chapter>/  the executed notebooks, for formgrader (instructor only)
+    OUT/report/                          the class report (grade/report.py)
+
+Whatever one submission holds, it costs that submission only. What stops the whole
+class is a `GradeError` (its message says why; the command exits 2), or Ctrl-C,
+raised as `GradingInterrupted` once the results graded so far are recorded.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from autograder.chapters import REPO, Chapter, find
+
+__all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class", "shown",
+           "write_atomic"]
+
+
+class GradeError(Exception):
+    """The class cannot be graded at all (no sandbox, unreadable submissions, a gradebook server
+    that refuses, no worker of the cluster): the message says why. Nothing was written."""
+
+
+class GradingInterrupted(KeyboardInterrupt):
+    """Ctrl-C while grading: the results graded so far are in `resume_folder`; grading again
+    with `resume=True` grades only the rest."""
+
+    def __init__(self, resume_folder: Path):
+        super().__init__(str(resume_folder))
+        self.resume_folder = resume_folder
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class GradeOptions:
+    """How to grade: where, with what limits, and whom to tell as it goes."""
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # local grader processes
+    db: str | None = None  # gradebook SQLAlchemy URL (default: sqlite:///OUT/gradebook.db)
+    limits: object | None = None  # autograder.sandbox.bubblewrap.Limits (default: Limits())
+    scheduler: str | None = None  # tcp://HOST:PORT of a Dask cluster to grade on instead
+    resume: bool = False  # keep the results an interrupted run recorded in OUT/.resume/
+    repo: Path = REPO  # the course repository whose source/ holds the chapter
+    progress: Callable | None = None  # progress(result, done, total) as each result lands
+    say: Callable[[str], None] = _say  # a line about the run (stdout by default)
+    warn: Callable[[str], None] = _warn  # a warning line, "warning: ..." (stderr by default)
+
+
+@dataclass
+class ClassResult:
+    """What grading a class gave: every student's Result and where the files went."""
+    chapter: Chapter
+    out: Path
+    results: list  # autograder.grade.grader.Result, one per student folder
+    db_url: str
+    workers: int  # grader processes used (on a cluster: the workers that graded)
+    worker_rss: dict  # {worker: peak RSS in KiB}
+    warnings: list[str] = field(default_factory=list)  # what intake warned about
+    report_paths: list[Path] = field(default_factory=list)  # empty when the report could not be written
+    report_error: str | None = None  # why it could not, then
+    seconds: float = 0.0  # from intake to the report
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """`text` at `path` through a temporary file renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def shown(name: str) -> str:
+    """A name for one line of the terminal: control characters escaped."""
+    return name if name.isprintable() else repr(name)[1:-1]
+
+
+def grade_class(chapter: Chapter | str, submissions: Path | str, out: Path | str,
+                options: GradeOptions | None = None) -> ClassResult:
+    """Grade every student folder in `submissions` (a folder, or a .zip of one) of `chapter`
+    (a Chapter, or its id in options.repo's source/) into `out`.
+
+    Raises ChapterNotFound for an unknown chapter id, GradeError when the class cannot be
+    graded at all, GradingInterrupted on Ctrl-C while grading."""
+    options = options or GradeOptions()
+    repo = Path(options.repo).resolve()
+    if not isinstance(chapter, Chapter):
+        chapter = find(repo / "source", chapter)
+    out = Path(out)
+    _check_tools(options)
+    limits = options.limits
+    if limits is None:
+        from autograder.sandbox.bubblewrap import Limits
+        limits = Limits()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
+        todo, warnings = _intake(chapter, Path(submissions), Path(scratch), options)
+        results, workers, worker_rss = _grade(chapter, todo, out, limits, options, repo)
+    folders = {s.student: s.folder for s in todo}
+    for r in results:
+        r.folder = folders.get(r.student, r.student)
+    graded = ClassResult(chapter, out, results, options.db or f"sqlite:///{(out / 'gradebook.db').resolve()}",
+                         workers, worker_rss, warnings)
+    _write(graded, options)
+    graded.seconds = time.monotonic() - started
+    return graded
+
+
+# -- the stages -------------------------------------------------------------------------------------
+
+def _check_tools(options: GradeOptions) -> None:
+    """A gradebook server that is down or refuses, or no bubblewrap: said before anything is graded."""
+    from autograder.grade import gradebook
+    from autograder.sandbox.bubblewrap import SandboxError, bwrap
+    if options.db:
+        try:
+            gradebook.check(options.db)
+        except gradebook.GradebookError as e:
+            raise GradeError(f"{e} Nothing was graded.") from None
+    try:
+        if not options.scheduler:  # on a cluster, each worker checks its own (grade/distributed.py)
+            bwrap()
+    except SandboxError as e:
+        raise GradeError(str(e)) from None
+
+
+def _intake(chapter: Chapter, where: Path, scratch: Path, options: GradeOptions):
+    """(submissions, warnings) from a folder or a zip unpacked into `scratch`; each warning told."""
+    from autograder.grade.intake import IntakeError, collect, unpack
+    try:
+        if where.is_file() and where.suffix.lower() == ".zip":
+            skipped: dict = {}
+            warnings = unpack(where, scratch, skipped)
+            folder = scratch
+        elif where.is_dir():
+            warnings, folder, skipped = [], where, {}
+        else:
+            raise GradeError(f"{where} is neither a folder of submissions nor a .zip of one.")
+        submissions = collect(folder, chapter.id, chapter.notebook.name, warnings, skipped)
+    except IntakeError as e:
+        raise GradeError(str(e)) from None
+    for w in warnings:
+        options.warn(f"warning: {shown(w)}")
+    if not submissions:
+        raise GradeError(f"no student folders found in {where}")
+    return submissions, warnings
+
+
+def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptions, repo: Path):
+    """(results in the order of `submissions`, workers used, {worker: peak RSS in KiB}): on the local
+    pool or the cluster; with options.resume, only the submissions not recorded yet."""
+    from autograder.grade.distributed import ClusterError, Journal, course_version, grade_on_cluster, grader_key
+    from autograder.sandbox.bubblewrap import SandboxError
+
+    folders = {s.student: s.folder for s in submissions}
+    workers = max(1, min(options.workers, len(submissions)))
+    options.say(f"grading {len(submissions)} submissions of {chapter.id} "
+                + (f"on the Dask cluster at {options.scheduler}" if options.scheduler
+                   else f"with {workers} worker(s)") + ", sandboxed ...")
+    try:
+        version = course_version(repo, chapter.id)
+        journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
+        before = journal.start(submissions, resume=options.resume)
+        todo = [s for s in submissions if s.student not in before]
+        if before:
+            options.say(f"resuming: {len(before)} graded before, {len(todo)} to grade")
+
+        def on_result(result, done, total):
+            journal.add(result)
+            result.folder = folders.get(result.student, result.student)
+            if options.progress:
+                options.progress(result, len(before) + done, len(submissions))
+
+        fresh, worker_rss = [], {}
+        if todo and options.scheduler:
+            fresh, worker_rss = grade_on_cluster(options.scheduler, chapter, todo, limits, on_result, version,
+                                                 log=options.warn)
+        elif todo:
+            from autograder.grade.workers import grade_all
+            fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
+    except KeyboardInterrupt:
+        raise GradingInterrupted(out / ".resume" / chapter.id) from None
+    except (SandboxError, ClusterError) as e:
+        raise GradeError(str(e)) from None
+    by_student = {**before, **{r.student: r for r in fresh}}
+    results = [by_student[s.student] for s in submissions]
+    return results, (len(worker_rss) if options.scheduler else workers), worker_rss
+
+
+def _write(graded: ClassResult, options: GradeOptions) -> None:
+    """The gradebook, results/, feedback/, autograded/, grades.csv, nbgrader_config.py and the report."""
+    from autograder.grade import feedback, gradebook, report
+    chapter, out, results = graded.chapter, graded.out, graded.results
+    gradebook.record(chapter, graded.db_url, results)
+    for r in results:
+        write_atomic(out / "results" / f"{r.student}.json", json.dumps(r.to_json(), indent=2) + "\n")
+        write_atomic(out / "feedback" / r.student / f"{chapter.id}.html",
+                     feedback.render(r, f"{chapter.id}: feedback for {r.folder or r.student}"))
+        if r.autograded:
+            write_atomic(out / "autograded" / r.student / chapter.id / chapter.notebook.name, r.autograded)
+    write_atomic(out / "grades.csv", grades_csv(results, chapter.id))
+    if not options.db:
+        write_atomic(out / "nbgrader_config.py",
+                     "# Written by `autograder grade`: lets `nbgrader export` and formgrader read this folder.\n"
+                     "c = get_config()  # noqa: F821\n"
+                     f"c.CourseDirectory.root = {str(out.resolve())!r}\n"
+                     f"c.CourseDirectory.db_url = {graded.db_url!r}\n")
+    try:
+        graded.report_paths = report.write(out, chapter.id, graded.db_url)
+    except report.ReportError as e:
+        graded.report_error = str(e)
+
+
+def grades_csv(results, chapter_id: str) -> str:
+    """One row per student folder, under the folder's own name (not the id it may have been
+    graded under: results/<id>.json holds both)."""
+    ids = [v.exercise for v in results[0].verdicts] if results else []
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(["student", "chapter", "score", "max_score", *ids])
+    for r in results:
+        points = {v.exercise: v.points for v in r.verdicts}
+        w.writerow([r.folder or r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}",
+                    *[f"{points.get(i, 0):g}" for i in ids]])
+    return buffer.getvalue()
