@@ -38,7 +38,7 @@ def pt(reference_picotorch):
 def logging_mode(pt):
     """A TorchDispatchMode-like logger: a key below Autograd and above the backends, whose fallback logs the
     operator and redispatches below itself with itself excluded (torch runs __torch_dispatch__ with its mode off)."""
-    key = pt.DispatchKey.declare("PythonMode", 4)
+    key = pt.DispatchKey.declare("TestLoggingMode", 5)  # chapter 05 declares Python at 4
     log = []
 
     def logger(op, *args, **kwargs):

@@ -78,7 +78,7 @@ def _module_names(tree: ast.Module) -> set[str]:
 
 
 def _reference_modules():
-    from autograder.reference import package_files
+    from autograder.build.reference import package_files
 
     files = package_files(CHAPTERS)
     return {path: text for path, text in files.items() if not path.endswith("__init__.py")}
@@ -122,7 +122,7 @@ def _load_chapter_by_chapter(folder: Path):
 
 
 def _reference_package(tmp_path) -> Path:
-    from autograder.build import assemble_reference
+    from autograder.build.release import assemble_reference
 
     return assemble_reference(REPO, tmp_path / "reference") / PACKAGE
 
