@@ -21,6 +21,7 @@ class Status(str, Enum):
     MANUAL = "manually graded"
 
     __str__ = str.__str__
+    __repr__ = str.__repr__  # a list of verdicts prints as the words a student reads
     __format__ = str.__format__
 
 
