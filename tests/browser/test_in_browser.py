@@ -94,13 +94,14 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
           const panel = window.jupyterapp.shell.currentWidget;
           await panel.context.ready;
           panel.content.widgets[index].model.sharedModel.setSource(code);
-          // A save can land before the edit reaches the model (the page is still settling): save until clean.
-          for (let i = 0; i < 10 && panel.context.model.dirty; i++) {
+          // A save can land before the edit reaches the model (the page is still settling, slowly on a busy
+          // machine): save until clean, for up to 90 s.
+          for (let i = 0; i < 90 && panel.context.model.dirty; i++) {
             await panel.context.save();
-            await new Promise(resolve => setTimeout(resolve, 500));
+            await new Promise(resolve => setTimeout(resolve, 1000));
           }
         }""", [first.solution_cells[0], solution])
-        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=90_000)
+        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=10_000)
         n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
         assert n_cells == len(nb.cells)
         title = nb.metadata["course"].get("title", "")
