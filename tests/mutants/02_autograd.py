@@ -88,8 +88,9 @@ MUTANTS = {
 """, "")),
     },
     "ex_engine": {
-        "a recursive walk, which runs a shared node once per path (and dies on deep graphs)":
-            _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
+        "a recursive walk, which runs a shared node once per path (and dies on deep graphs)": {
+            "shows": "a recursive walk runs out of stack here): your code raised RecursionError",
+            "code": _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
 
         def walk(node, grad):
             with no_grad():
@@ -99,7 +100,7 @@ MUTANTS = {
                     walk(next_node, cast(g, next_node.metadata[1]))
 
         walk(root, cast(gradient, root.metadata[1]))
-        return""")),
+        return"""))},
         "a shared node keeps the last gradient that arrived instead of the sum":
             _wrong("ex_engine", ("buffers[next_node] = buffers[next_node] + g if next_node in buffers else g",
                                  "buffers[next_node] = g")),
