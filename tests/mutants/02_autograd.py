@@ -88,9 +88,33 @@ MUTANTS = {
 """, "")),
     },
     "ex_engine": {
-        "a recursive walk, which runs a shared node once per path (and dies on deep graphs)": {
+        # Right gradients, but one Python frame per node of the chain: the 5000-node test names itself.
+        "the dependencies are counted by a recursive walk (a deep chain overflows the stack)": {
             "shows": "a recursive walk runs out of stack here): your code raised RecursionError",
-            "code": _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
+            "code": _wrong("ex_engine", ("""        dependencies, stack = {root: 0}, [root]
+        while stack:
+            for node, _ in stack.pop().next_functions:
+                if node is None:
+                    continue
+                if node in dependencies:
+                    dependencies[node] += 1
+                else:
+                    dependencies[node] = 1
+                    stack.append(node)""", """        dependencies = {root: 0}
+
+        def count(node):
+            for next_node, _ in node.next_functions:
+                if next_node is None:
+                    continue
+                if next_node in dependencies:
+                    dependencies[next_node] += 1
+                else:
+                    dependencies[next_node] = 1
+                    count(next_node)
+
+        count(root)"""))},
+        "a recursive walk, which runs a shared node once per path (and dies on deep graphs)":
+            _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
 
         def walk(node, grad):
             with no_grad():
@@ -100,7 +124,7 @@ MUTANTS = {
                     walk(next_node, cast(g, next_node.metadata[1]))
 
         walk(root, cast(gradient, root.metadata[1]))
-        return"""))},
+        return""")),
         "a shared node keeps the last gradient that arrived instead of the sum":
             _wrong("ex_engine", ("buffers[next_node] = buffers[next_node] + g if next_node in buffers else g",
                                  "buffers[next_node] = g")),
