@@ -15,7 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
+from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
 from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict, error_of, verdict_from_error
 
 # Set while a notebook is being run by a check or by the grader, so that a
@@ -47,6 +47,7 @@ def run_fresh(nb, cwd: Path, timeout: int = CELL_TIMEOUT_S):
 def verdicts_of_executed(nb) -> list[Verdict]:
     """One verdict per exercise of an executed notebook."""
     result = []
+    defined = exercise_defining(nb)
     for ex in exercises(nb).values():
         if ex.manual:
             result.append(Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points))
@@ -57,7 +58,7 @@ def verdicts_of_executed(nb) -> list[Verdict]:
         else:
             status, message = PASSED, ""
             for i in ex.test_cells:
-                status, message = verdict_from_error(ex.id, error_of(nb.cells[i]))
+                status, message = verdict_from_error(ex.id, error_of(nb.cells[i]), defined)
                 if status != PASSED:
                     break
             if not ex.test_cells:
@@ -163,7 +164,7 @@ class Checker:
             try:
                 exec(compile(nb.cells[i].source, f"<visible tests of {exercise}>", "exec"), namespace)
             except Exception as e:  # the verdict names the exception; the student's cell shows the rest
-                status, message = verdict_from_error(exercise, (type(e).__name__, str(e)))
+                status, message = verdict_from_error(exercise, (type(e).__name__, str(e)), exercise_defining(nb))
                 if status == ERROR:
                     message += "\n" + "".join(traceback.format_exception(e)[-3:])
                 return Verdict(exercise, status, message, 0.0, ex.points)

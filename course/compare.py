@@ -457,6 +457,34 @@ def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
         _fail(what, f"returned {_short(result)} but torch raises {exc_type.__name__}")
 
 
+# What a labelled block lets through as it is: a stub not written yet (not attempted), a check that cannot
+# run here (not run), and the sandbox's refusals (its own verdict).
+_PASS_THROUGH = frozenset({"SkipTest", "Skipped", "GPUNotAvailable", "GpuNotAvailable", "NoGPU", "SandboxViolation"})
+
+
+class labelled:
+    """`with compare.labelled(what):` when the student's code raises in the block, the test fails with
+    `what` first (the check that was running, and any hint it carries), then what was raised: a
+    RecursionError deep in a walk still says which graph it was. A stub's bare NotImplementedError and
+    the exceptions of _PASS_THROUGH go on as they are."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if error is None or not isinstance(error, Exception) or isinstance(error, AssertionError):
+            return False
+        name = _name(error)
+        if name in _PASS_THROUGH or isinstance(error, NotImplementedError) and not _message(error):
+            return False
+        message = _message(error)
+        detail = f"your code raised {name}" + (f": {message}" if message else "")
+        raise AssertionError(f"{self.what}: {detail}{replay_hint()}") from None  # the label, not the deep frames
+
+
 def _message(e: BaseException) -> str:
     try:
         text = str(e)

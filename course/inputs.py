@@ -46,7 +46,10 @@ def _draw(getrandbits, uniform, op, args):
     return low + r
 
 
-def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw):
+_drawn = [0]  # draws from this module's own stream since it was last (re)seeded
+
+
+def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _drawn=_drawn):
     """The stream's answer: the grading sandbox's when it answers (it fills the box), else ours."""
     box: list = []
     _audit("course.inputs", op, args, box)
@@ -54,8 +57,12 @@ def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw):
         return box[0]
     if op == "seed":
         return _seed
+    if op == "drawn":
+        return _drawn[0]
     if op == "reseed":
+        _drawn[0] = 0
         return None  # outside grading: reseed() reseeds this module's own stream
+    _drawn[0] += 1
     return _draw(_local.getrandbits, _local.random, op, args)
 
 
@@ -73,7 +80,17 @@ def reseed(new_seed: int) -> None:
     _rng.seed(new_seed)
 
 
+def drawn() -> int:
+    """How many random draws the tests made since the stream was last seeded (while a notebook is graded:
+    in this test cell)."""
+    return _ask("drawn", ())
+
+
 def replay_hint() -> str:
+    """How to replay the random inputs of a failure; nothing when none was drawn (fixed inputs replay
+    themselves, and a seed would mean nothing)."""
+    if not drawn():
+        return ""
     s = seed()
     return (f"\n  (random inputs, seed {s}: run course.inputs.reseed({s}) before the tests, "
             f"or set COURSE_SEED={s}, to replay them)")

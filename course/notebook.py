@@ -8,7 +8,9 @@ Conventions (the build writes them, see autograder/build/source_format.py):
 """
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,4 +91,46 @@ def exercises(nb) -> dict[str, Exercise]:
             ex = found.setdefault(grade_id[: -len(TESTS_SUFFIX)], Exercise(grade_id[: -len(TESTS_SUFFIX)]))
             ex.test_cells.append(index)
             ex.points += float(meta.get("points", 0))
+    return found
+
+
+def _top_level_names(source: str) -> list[str]:
+    """The names a cell binds at its top level (def, class, assignment, import); none if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+    return names
+
+
+_EXERCISE_HEADING = re.compile(r"^#+ Exercise (\d+)", re.M)
+
+
+def exercise_number(nb, ex: Exercise, order: int) -> int:
+    """The number the prose gives the exercise (the last "## Exercise N" heading above its answer cell), or
+    its place in the notebook where no heading numbers it."""
+    for cell in reversed(nb.cells[: ex.solution_cells[0] + 1] if ex.solution_cells else []):
+        if cell.cell_type == "markdown" and (found := _EXERCISE_HEADING.findall(cell.source)):
+            return int(found[-1])
+    return order
+
+
+def exercise_defining(nb) -> dict[str, tuple[int, str]]:
+    """name -> (number, id) of the exercise whose answer cell defines it: what a test that fails with a
+    NameError of that name needs done first."""
+    found: dict[str, tuple[int, str]] = {}
+    for order, ex in enumerate(exercises(nb).values(), start=1):
+        number = exercise_number(nb, ex, order)
+        for i in ex.solution_cells:
+            for name in _top_level_names(nb.cells[i].source):
+                found.setdefault(name, (number, ex.id))
     return found

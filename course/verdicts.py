@@ -5,6 +5,7 @@ student sees the same words before and after submitting.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -53,11 +54,40 @@ def error_of(cell) -> tuple[str, str] | None:
     return None
 
 
-def verdict_from_error(exercise: str, error: tuple[str, str] | None) -> tuple[str, str]:
-    """(status, message) for a test cell that ended with `error` (None: it passed)."""
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
+
+
+def earlier_exercise_missing(exercise: str, evalue: str, defined: dict | None) -> tuple[int, str, str] | None:
+    """(number, id, name) of the other exercise whose answer cell defines the name a NameError names
+    (`defined`: course.notebook.exercise_defining), or None."""
+    found = _UNDEFINED.search(evalue or "")
+    where = (defined or {}).get(found.group(1)) if found else None
+    if where is None or where[1] == exercise:
+        return None
+    return where[0], where[1], found.group(1)
+
+
+def needs_earlier_exercise(exercise: str, evalue: str, defined: dict | None, why: str = "") -> str | None:
+    """The message for a NameError of a name another exercise defines: the exercise to do first, not only
+    the name that is missing; None when the name is no exercise's."""
+    missing = earlier_exercise_missing(exercise, evalue, defined)
+    if missing is None:
+        return None
+    number, other, name = missing
+    return (f"this exercise needs exercise {number} ({other}) first: its tests use `{name}`, which "
+            f"exercise {number}'s answer cell defines, and it was not defined when they ran{why}. Make that "
+            f"cell run without an error (and keep the name it defines), then run these tests again.")
+
+
+def verdict_from_error(exercise: str, error: tuple[str, str] | None,
+                       defined: dict | None = None) -> tuple[str, str]:
+    """(status, message) for a test cell that ended with `error` (None: it passed); with `defined`
+    (course.notebook.exercise_defining), a NameError names the exercise to do first."""
     if error is None:
         return PASSED, ""
     ename, evalue = error
+    if ename == "NameError" and (needs := needs_earlier_exercise(exercise, evalue, defined)):
+        return ERROR, needs
     if ename in _NOT_ATTEMPTED:
         return NOT_ATTEMPTED, "not attempted yet: the exercise still raises NotImplementedError."
     if ename == "AssertionError":

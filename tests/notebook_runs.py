@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -15,37 +16,55 @@ from course.notebook import exercises
 MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 
 
-def mutants_of(chapter: Chapter) -> dict[str, dict[str, str]]:
+@dataclass(frozen=True)
+class Mutant:
+    """A typical wrong answer: the answer cell's `code`; the verdict of exercise `judged` (None: the mutated
+    exercise itself) must fail, and its message must contain `shows` when given (feedback that names the
+    cause, issue 17)."""
+    code: str
+    shows: str | None = None
+    judged: str | None = None
+
+
+def mutants_of(chapter: Chapter) -> dict[str, dict[str, Mutant]]:
+    """{exercise: {what is wrong: Mutant}} from tests/mutants/<chapter>.py, whose MUTANTS values are the code,
+    or a dict {"code": ..., "shows": ..., "judged": ...}."""
     path = MUTANTS_DIR / f"{chapter.id}.py"
     if not path.exists():
         return {}
     spec = importlib.util.spec_from_file_location(f"mutants_{chapter.id}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.MUTANTS
+    return {ex: {name: Mutant(value) if isinstance(value, str) else Mutant(**value) for name, value in by_name.items()}
+            for ex, by_name in module.MUTANTS.items()}
 
 
-def mutated_notebook(chapter: Chapter, exercise: str, code: str):
-    """The source notebook with `exercise`'s solution replaced by `code`, cut after its tests
-    (later cells cannot change this exercise's verdict, and skipping them saves a lot of time)."""
+def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | None = None):
+    """The source notebook with `exercise`'s solution replaced by `code`, cut after the tests of `judged`
+    (default: `exercise`; later cells cannot change its verdict, and skipping them saves a lot of time)."""
     nb = nbformat.read(chapter.notebook, as_version=4)
-    ex = exercises(nb)[exercise]
+    found = exercises(nb)
+    ex = found[exercise]
     if len(ex.solution_cells) != 1:
         raise ValueError(f"{exercise} has {len(ex.solution_cells)} solution cells; mutants replace exactly one")
     nb.cells[ex.solution_cells[0]].source = code.strip("\n")
-    nb.cells = nb.cells[: max(ex.test_cells) + 1]
+    nb.cells = nb.cells[: max(found[judged or exercise].test_cells) + 1]
     return nb
 
 
-def mutant_verdicts(chapter: Chapter, mutants: list[tuple[str, str]]):
-    """[(exercise, Verdict)] for each (exercise, code) variant, all run in one process (tests/run_variants.py)."""
+def mutant_verdicts(chapter: Chapter, mutants: list[tuple]):
+    """[(judged exercise, Verdict)] for each (exercise, code) or (exercise, code, judged) variant, all run in
+    one process (tests/run_variants.py), with the messages the student's check would show."""
     import json
     import subprocess
     import sys
 
+    from course.notebook import exercise_defining
     from course.verdicts import Verdict, verdict_from_error
 
-    variants = [mutated_notebook(chapter, exercise, code) for exercise, code in mutants]
+    mutants = [(m[0], m[1], m[2] if len(m) > 2 and m[2] else m[0]) for m in mutants]
+    variants = [mutated_notebook(chapter, exercise, code, judged) for exercise, code, judged in mutants]
+    defined = exercise_defining(nbformat.read(chapter.notebook, as_version=4))
     with tempfile.TemporaryDirectory() as tmp:
         _copy_support_files(chapter, Path(tmp))
         spec = {"cwd": tmp, "variants": [[c.source if c.cell_type == "code" else "" for c in nb.cells]
@@ -55,7 +74,7 @@ def mutant_verdicts(chapter: Chapter, mutants: list[tuple[str, str]]):
     if done.returncode != 0:
         raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
     results = []
-    for (exercise, _), nb, errors in zip(mutants, variants, json.loads(done.stdout)):
+    for (_, _, exercise), nb, errors in zip(mutants, variants, json.loads(done.stdout)):
         by_cell = {index: (name, message) for index, name, message in errors}
         ex = exercises(nb)[exercise]
         stub = by_cell.get(ex.solution_cells[0])
@@ -64,7 +83,7 @@ def mutant_verdicts(chapter: Chapter, mutants: list[tuple[str, str]]):
         else:
             status, message = "passed", ""
             for i in ex.test_cells:
-                status, message = verdict_from_error(exercise, by_cell.get(i))
+                status, message = verdict_from_error(exercise, by_cell.get(i), defined)
                 if status != "passed":
                     break
         results.append((exercise, Verdict(exercise, status, message, 0.0, ex.points)))

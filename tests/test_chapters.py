@@ -59,8 +59,8 @@ def test_tests_reject_typical_mistakes(chapter):
     solution in the source notebook, must make that exercise fail, with a message."""
     nb = nbformat.read(chapter.notebook, as_version=4)
     solutions = [(ex.id, nb.cells[ex.solution_cells[0]].source) for ex in exercises(nb).values() if not ex.manual]
-    cases = [(ex, name, code) for ex, by_name in mutants_of(chapter).items() for name, code in by_name.items()]
-    verdicts = mutant_verdicts(chapter, solutions + [(ex, code) for ex, _, code in cases])
+    cases = [(ex, name, m) for ex, by_name in mutants_of(chapter).items() for name, m in by_name.items()]
+    verdicts = mutant_verdicts(chapter, solutions + [(ex, m.code, m.judged) for ex, _, m in cases])
     # The unchanged solutions come first: they must pass here too, or a rejection could be the runner's doing.
     wrongly_failed = [f"{ex}: {v.status}: {v.message}" for ex, v in verdicts[: len(solutions)] if v.status != "passed"]
     assert not wrongly_failed, "the solution fails in the variant runner:\n" + "\n".join(wrongly_failed)
@@ -69,12 +69,16 @@ def test_tests_reject_typical_mistakes(chapter):
     assert not accepted, f"{chapter.id}: the tests accept these wrong answers:\n" + "\n".join(accepted)
     silent = [f"{ex}: {name}" for (ex, name, _), (_, v) in zip(cases, verdicts) if not v.message]
     assert not silent, "a rejected answer must come with a message: " + ", ".join(silent)
+    # Feedback that names the cause (issue 17): where a mutant says what its message must show, it shows it.
+    unnamed = [f"{ex}: {name}: the message must show {m.shows!r}; it says: {v.message}"
+               for (ex, name, m), (_, v) in zip(cases, verdicts) if m.shows and m.shows not in v.message]
+    assert not unnamed, "feedback that hides the cause it knows:\n" + "\n".join(unnamed)
 
 
 def test_the_fast_runner_agrees_with_a_kernel():
     """tests/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
     chapter = CHAPTERS[0]
-    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"]
+    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"].code
     fast = dict(mutant_verdicts(chapter, [("ex_count_parameters", code)]))["ex_count_parameters"]
     kernel = run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code), "ex_count_parameters")
     assert (fast.status, fast.message.split("(random")[0]) == (kernel.status, kernel.message.split("(random")[0])
@@ -83,7 +87,7 @@ def test_the_fast_runner_agrees_with_a_kernel():
 def test_a_mutant_failure_message_teaches():
     """The failure message names the computation and what torch gives, not a bare AssertionError."""
     chapter = CHAPTERS[0]
-    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"]
+    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"].code
     verdict = run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code), "ex_count_parameters")
     assert "count_parameters" in verdict.message and "torch gives" in verdict.message, verdict.message
 

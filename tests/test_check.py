@@ -150,3 +150,26 @@ def test_a_check_left_in_the_notebook_does_not_recurse(mini, tmp_path):
     finally:
         path.unlink()
     assert [v.status for v in verdicts] == ["not attempted", "not attempted"]
+
+
+def test_a_missing_earlier_exercise_is_named_rather_than_its_name_error():
+    """Issue 17: a test that fails because an earlier exercise's name is not defined says which exercise to do
+    first, in the student's check and in the grader's feedback alike; a name of the exercise's own is not."""
+    from autograder.grade.grader import _status
+    from course.notebook import exercise_defining
+    from course.verdicts import verdict_from_error
+
+    chapter = next(c for c in CHAPTERS if c.id == "05_backend")
+    defined = exercise_defining(nbformat.read(chapter.notebook, as_version=4))
+    number, exercise = defined["launch_map_strided"]
+    error = ("NameError", "name 'launch_map_strided' is not defined")
+    status, message = verdict_from_error("ex_binary", error, defined)
+    assert status == "error" and f"needs exercise {number} ({exercise}) first" in message, message
+    answer_index = 7
+    status, graded = _status("ex_binary", [{"status": "error", "ename": error[0], "evalue": error[1]}],
+                             {"status": "ok"}, defined,
+                             {answer_index: {"status": "error", "ename": "SyntaxError", "evalue": "invalid syntax"}},
+                             {exercise: answer_index})
+    assert f"needs exercise {number} ({exercise}) first" in graded and "that cell raised SyntaxError" in graded
+    _, own = verdict_from_error(exercise, error, defined)
+    assert "needs exercise" not in own and "NameError" in own

@@ -107,6 +107,37 @@ def test_reseed_replays_the_same_inputs():
     assert "reseed(99)" in inputs.replay_hint()
 
 
+def test_the_replay_hint_shows_only_after_random_inputs():
+    """A failure on fixed inputs names no seed (replaying it would mean nothing); one after a draw does."""
+    inputs.reseed(7)
+    with pytest.raises(AssertionError) as fixed:
+        compare.assert_equal(1, 2, "a fixed input")
+    assert "seed" not in str(fixed.value) and inputs.replay_hint() == ""
+    inputs.randint(0, 3)
+    with pytest.raises(AssertionError) as drawn:
+        compare.assert_equal(1, 2, "after a draw")
+    assert "reseed(7)" in str(drawn.value)
+
+
+def test_a_labelled_block_keeps_its_label_when_the_code_raises():
+    """The check that was running comes first; a stub's bare NotImplementedError is left as it is."""
+    def deep(n):
+        return deep(n + 1)
+
+    with pytest.raises(AssertionError) as raised:
+        with compare.labelled("a chain of 5000 nodes (a recursive walk runs out of stack here)"):
+            deep(0)
+    message = str(raised.value)
+    assert message.startswith("a chain of 5000 nodes (a recursive walk runs out of stack here): your code raised "
+                              "RecursionError"), message
+    with pytest.raises(NotImplementedError):
+        with compare.labelled("a stub"):
+            raise NotImplementedError()
+    with pytest.raises(AssertionError, match="^a check: your code raised KeyError: 'x'"):
+        with compare.labelled("a check"):
+            {}["x"]
+
+
 def test_values_are_compared_as_plain_values_made_by_the_helper():
     """Issue 14, item 4: a result that says yes to every comparison is compared by its value."""
     class Yes(int):

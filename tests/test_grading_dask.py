@@ -12,7 +12,6 @@ finalizers)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +24,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import CHAPTERS as ALL_CHAPTERS
 from dask_cluster import DaskCluster
+from notebook_runs import mutants_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_dask")]
 REPO = Path(__file__).resolve().parent.parent
@@ -51,10 +52,8 @@ CHEAT = ("\nimport torch.testing, course.compare\ntorch.testing.assert_close = l
 
 
 def _mutants(chapter: str) -> list[tuple[str, str]]:
-    spec = importlib.util.spec_from_file_location(f"mutants_{chapter}", REPO / "tests" / "mutants" / f"{chapter}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return [(ex, code) for ex, cases in module.MUTANTS.items() for code in cases.values()]
+    found = next(c for c in ALL_CHAPTERS if c.id == chapter)
+    return [(ex, m.code) for ex, cases in mutants_of(found).items() for m in cases.values()]
 
 
 def notebook(chapter: str, kind: str):

@@ -19,8 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import REPO
+from conftest import CHAPTERS, REPO
 from course.notebook import exercises
+from notebook_runs import mutants_of
 from hub_server import HubUser, as_user, classroom, cleanup, make_class, prepare, running_hub
 
 sys.path.insert(0, str(REPO / "hub"))
@@ -44,10 +45,8 @@ def solved(wrong: dict[str, str] | None = None) -> nbformat.NotebookNode:
 
 
 def typical_mistake() -> dict[str, str]:
-    sys.path.insert(0, str(REPO / "tests" / "mutants"))
-    import importlib
-    mutants = importlib.import_module("00_tour").MUTANTS
-    return {"ex_count_parameters": next(iter(mutants["ex_count_parameters"].values()))}
+    chapter = next(c for c in CHAPTERS if c.id == CHAPTER)
+    return {"ex_count_parameters": next(iter(mutants_of(chapter)["ex_count_parameters"].values())).code}
 
 
 def hidden_test_lines() -> list[str]:

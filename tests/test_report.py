@@ -8,7 +8,6 @@ on made-up results (grading errors, tampering, many points, fractions)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
 import re
@@ -20,6 +19,8 @@ import nbformat
 import pytest
 
 from autograder.grade import report as rep
+from conftest import CHAPTERS
+from notebook_runs import mutants_of
 
 REPO = Path(__file__).resolve().parent.parent
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
@@ -27,10 +28,8 @@ CHAPTER = "00_tour"
 
 
 def _mutant(exercise: str, name: str) -> str:
-    spec = importlib.util.spec_from_file_location("mutants00", REPO / "tests" / "mutants" / f"{CHAPTER}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.MUTANTS[exercise][name].strip("\n")
+    chapter = next(c for c in CHAPTERS if c.id == CHAPTER)
+    return mutants_of(chapter)[exercise][name].code.strip("\n")
 
 
 def _class(folder: Path) -> None:

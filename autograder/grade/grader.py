@@ -35,8 +35,9 @@ from autograder.chapters import Chapter, discover
 from autograder.build.reference import package_files
 from autograder.grade.repair import repair, sanitize
 from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
-from course.notebook import NotebookError, exercises, expect_chapter, read_notebook
-from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED, Verdict
+from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
+from course.verdicts import (ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED, Verdict,
+                             earlier_exercise_missing, needs_earlier_exercise)
 
 MESSAGE_LIMIT = 2000
 # Raised by a check that cannot run here (no GPU and no emulator for it): never passed.
@@ -388,6 +389,7 @@ class Grader:
         index_of = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(executed.cells)}
         outcomes = run.get("cells", {})
         verdicts = []
+        defined = exercise_defining(self.source_nb)
         with Gradebook(self.api.coursedir.db_url) as gb:
             for ex in exercises(self.source_nb).values():
                 if ex.manual:
@@ -399,7 +401,7 @@ class Grader:
                 tests = [outcomes.get(index_of.get(t), {"status": NOT_RUN, "ename": "NotRun",
                                                          "evalue": "the test cell did not run"}) for t in test_ids]
                 answer = outcomes.get(index_of.get(ex.id), {})
-                status, message = _status(ex.id, tests, answer)
+                status, message = _status(ex.id, tests, answer, defined, outcomes, index_of)
                 if status == PASSED and points < ex.points:
                     stderr = next((t.get("stderr") for t in tests if t.get("stderr")), "")
                     status, message = ERROR, ("the tests passed but wrote to stderr, which nbgrader counts as a "
@@ -424,7 +426,8 @@ class Grader:
         return rows, timestamp
 
 
-def _status(exercise: str, tests: list[dict], answer: dict) -> tuple[str, str]:
+def _status(exercise: str, tests: list[dict], answer: dict, defined: dict | None = None,
+            outcomes: dict | None = None, index_of: dict | None = None) -> tuple[str, str]:
     if answer.get("ename") == "NotImplementedError":
         return NOT_ATTEMPTED, "not attempted yet: the exercise still raises NotImplementedError."
     for t in tests:
@@ -443,11 +446,24 @@ def _status(exercise: str, tests: list[dict], answer: dict) -> tuple[str, str]:
         if ename == "AssertionError":
             return FAILED, evalue or ("a test failed without a message. Compare your result with torch's on "
                                       "the inputs of the visible tests above.")
+        if ename == "NameError" and (needs := needs_earlier_exercise(
+                exercise, evalue, defined, _how_it_ended(exercise, evalue, defined, outcomes, index_of))):
+            return ERROR, needs
         if answer.get("status") == "error" and ename == "NameError":
             return ERROR, (f"your answer cell raised {answer.get('ename')}: {answer.get('evalue')}; "
                            f"so the tests could not use it ({evalue})")
         return ERROR, f"your code raised {ename}: {evalue}" if evalue else f"your code raised {ename}"
     return PASSED, ""
+
+
+def _how_it_ended(exercise: str, evalue: str, defined: dict | None, outcomes: dict | None,
+                  index_of: dict | None) -> str:
+    """", because that cell raised X: ..." when the answer cell a NameError points to ended with an error."""
+    missing = earlier_exercise_missing(exercise, evalue, defined)
+    answer = (outcomes or {}).get((index_of or {}).get(missing[1])) if missing else None
+    if not answer or answer.get("status") == "ok" or not answer.get("ename"):
+        return ""
+    return f", because that cell raised {answer['ename']}: {_cut(answer.get('evalue') or '', 200)}"
 
 
 def _outputs(outcome: dict) -> list:

@@ -438,7 +438,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     except ImportError:  # a course without the inputs module: nothing draws
         draw = None
     from _random import Random as MersenneTwister
-    stream, stream_seed, testing = MersenneTwister(0), [0], [False]
+    stream, stream_seed, testing, drawn = MersenneTwister(0), [0], [False], [0]  # drawn: since the last seed
     # Ids of the code objects whose frames are the grader's: the snapshot's functions (the libraries,
     # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
     grader_codes: set[int] = set(trusted_codes)
@@ -473,7 +473,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         op, params, box = args
         if type(op) is not str_type or not all(type(p) is int_type for p in params):
             return
-        if testing[0] and op != "seed":
+        if testing[0] and op != "seed" and op != "drawn":  # reading the seed or the count draws nothing
             busy[0] = True
             try:
                 ours = only_grader_on_stack()
@@ -485,10 +485,13 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
                                 "not allowed: they are the tests' own; see the course's grading guide")
         if op == "seed":
             box.append(stream_seed[0])
+        elif op == "drawn":
+            box.append(drawn[0])
         elif op == "reseed" and len(params) == 1:
             stream.seed(params[0])
-            stream_seed[0] = params[0]
+            stream_seed[0], drawn[0] = params[0], 0
         elif draw is not None and op in ("random", "randint", "randrange"):
+            drawn[0] += 1
             box.append(draw(stream.getrandbits, stream.random, op, params))
 
     def setattr_event(args) -> None:
@@ -557,7 +560,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
 
     def reseed(seed: int) -> None:
         stream.seed(seed)
-        stream_seed[0] = seed
+        stream_seed[0], drawn[0] = seed, 0
 
     def set_testing(flag: bool) -> None:
         testing[0] = flag

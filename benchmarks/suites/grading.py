@@ -21,7 +21,6 @@ Then the cost of every chapter and of grading on Dask (issue 19):
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import re
 import shutil
@@ -47,10 +46,15 @@ def available() -> str | None:
 
 
 def _mutants(chapter: str = CHAPTER) -> dict[str, list[str]]:
-    spec = importlib.util.spec_from_file_location("mutants", REPO / "tests" / "mutants" / f"{chapter}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {ex: list(cases.values()) for ex, cases in module.MUTANTS.items()}
+    """The typical wrong answers' code, read by the tests' own loader (tests/notebook_runs.mutants_of)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from autograder.chapters import discover
+        from notebook_runs import mutants_of
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    found = next(c for c in discover(REPO / "source") if c.id == chapter)
+    return {ex: [m.code for m in cases.values()] for ex, cases in mutants_of(found).items()}
 
 
 def make_class(folder: Path, size: int, chapter: str = CHAPTER) -> list[str]:

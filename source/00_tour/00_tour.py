@@ -497,10 +497,45 @@ def reference_epoch(model, loader, loss_fn, optimizer):
     return total / len(loader.dataset)
 
 
+def diagnose_epoch(model, loader, what):
+    """Run train_one_epoch on a copy of `model` and check, at every optimizer.step(), that the gradients it
+    steps with are this batch's alone: the causes of a wrong average loss, named before the loss is compared."""
+    model = copy.deepcopy(model)
+    params = list(model.parameters())
+    arrived = [[] for _ in params]  # the gradients each backward brought, since the last step
+    for p, log in zip(params, arrived):
+        p.register_hook(lambda g, log=log: log.append(g.detach().clone()))
+    optimizer = torch.optim.SGD(params, lr=0.1)
+    sgd_step, problems = optimizer.step, []
+
+    def checked_step(*args, **kwargs):
+        if not any(arrived):
+            problems.append("optimizer.step() ran before loss.backward() in a batch: step moves the parameters "
+                            "along the gradients backward computes, so it must come after backward")
+        for p, log in zip(params, arrived):
+            if not log or problems:
+                continue
+            if p.grad is None or not p.grad.any() and log[-1].any():
+                problems.append("the gradients were cleared between loss.backward() and optimizer.step(), so step "
+                                "saw none: call optimizer.zero_grad() before backward, not after")
+            elif not torch.allclose(p.grad, log[-1], rtol=1e-5, atol=1e-7):
+                problems.append("optimizer.step() saw more than this batch's gradient: backward adds to .grad, "
+                                "so the gradients of earlier batches were still there. Call optimizer.zero_grad() "
+                                "in every batch, before loss.backward()")
+        for log in arrived:
+            log.clear()
+        return sgd_step(*args, **kwargs)
+
+    optimizer.step = checked_step
+    train_one_epoch(model, loader, nn.CrossEntropyLoss(), optimizer)
+    assert not problems, f"{what}: {problems[0]}"
+
+
 data = blobs(40)
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 twin = copy.deepcopy(model)
 loader = DataLoader(data, batch_size=16)
+diagnose_epoch(model, loader, "train_one_epoch, SGD, 40 samples in batches of 16")
 got = train_one_epoch(model, loader, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1))
 want = reference_epoch(twin, loader, nn.CrossEntropyLoss(), torch.optim.SGD(twin.parameters(), lr=0.1))
 compare.assert_matches(torch.tensor(got), torch.tensor(want), "train_one_epoch's average loss")
@@ -533,9 +568,13 @@ for optimizer_kind in ["sgd", "sgd+momentum", "adam"]:
     spy.eval()  # train_one_epoch must switch it back
     loader = DataLoader(data, batch_size=batch)
     what = f"train_one_epoch with {optimizer_kind}, {len(data)} samples in batches of {batch}"
+    if optimizer_kind == "sgd":
+        diagnose_epoch(inner, loader, what)
     for epoch in range(2):
         got = train_one_epoch(spy, loader, nn.CrossEntropyLoss(), opt_a if epoch else (opt_a := make(spy.parameters())))
         want = reference_epoch(twin, loader, nn.CrossEntropyLoss(), opt_b if epoch else (opt_b := make(twin.parameters())))
+        assert all(training for training, _ in spy.calls), (
+            "train_one_epoch ran a forward pass with the model in eval mode: call model.train() first")
         compare.assert_matches(torch.tensor(got), torch.tensor(want), f"{what}: average loss per sample, epoch {epoch + 1}")
         for (name, p), q in zip(spy.inner.named_parameters(), twin.parameters()):
             compare.assert_matches(p, q, f"{what}: parameter {name} after epoch {epoch + 1} "

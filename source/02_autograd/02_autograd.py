@@ -1112,9 +1112,10 @@ def expect_same_gradients(leaves, what):
 def expect_backward(steps, leaves, what, gradient=None):
     """Build the graph on both sides, call backward on the last value (with `gradient`, a torch tensor, or
     none), and compare every leaf's .grad with torch's."""
-    ours, theirs = build_pair(steps, leaves)
-    g_ours = None if gradient is None else from_torch(same_layout_copy(gradient))
-    ours[-1].backward(g_ours)
+    with compare.labelled(what):  # a RecursionError deep in the engine still says which graph it was
+        ours, theirs = build_pair(steps, leaves)
+        g_ours = None if gradient is None else from_torch(same_layout_copy(gradient))
+        ours[-1].backward(g_ours)
     theirs[-1].backward(gradient)
     expect_same_gradients(leaves, what)
     return ours, theirs

@@ -1,4 +1,5 @@
-"""Typical wrong answers to chapter 00, one dict per exercise: {what is wrong: the cell's code}.
+"""Typical wrong answers to chapter 00, one dict per exercise: {what is wrong: the cell's code}, or
+{what is wrong: {"code": ..., "shows": what the failure message must say}} (tests/notebook_runs.Mutant).
 
 tests/test_chapters.py puts each one in place of the exercise's solution cell,
 runs the source notebook (hidden tests included) and expects that exercise to fail.
@@ -126,9 +127,13 @@ def count_parameters(module):
 ''',
     },
     "ex_training_loop": {
-        "no zero_grad": _train(body="loss.backward(); optimizer.step()"),
-        "step before backward": _train(body="optimizer.zero_grad(); optimizer.step(); loss.backward()"),
-        "zero_grad after backward": _train(body="loss.backward(); optimizer.zero_grad(); optimizer.step()"),
+        # The message names the cause, not only the average loss it changes (issue 17, feedback order).
+        "no zero_grad": {"code": _train(body="loss.backward(); optimizer.step()"),
+                         "shows": "Call optimizer.zero_grad() in every batch"},
+        "step before backward": {"code": _train(body="optimizer.zero_grad(); optimizer.step(); loss.backward()"),
+                                 "shows": "optimizer.step() ran before loss.backward()"},
+        "zero_grad after backward": {"code": _train(body="loss.backward(); optimizer.zero_grad(); optimizer.step()"),
+                                     "shows": "call optimizer.zero_grad() before backward, not after"},
         "evaluate records a graph": _train(grad_context="torch.enable_grad()"),
         "evaluate leaves the model in training mode": _train(eval_mode="pass"),
         "no model.train() in train_one_epoch": _train().replace("    model.train()\n", ""),

@@ -88,6 +88,31 @@ MUTANTS = {
 """, "")),
     },
     "ex_engine": {
+        # Right gradients, but one Python frame per node of the chain: the 5000-node test names itself.
+        "the dependencies are counted by a recursive walk (a deep chain overflows the stack)": {
+            "shows": "a recursive walk runs out of stack here): your code raised RecursionError",
+            "code": _wrong("ex_engine", ("""        dependencies, stack = {root: 0}, [root]
+        while stack:
+            for node, _ in stack.pop().next_functions:
+                if node is None:
+                    continue
+                if node in dependencies:
+                    dependencies[node] += 1
+                else:
+                    dependencies[node] = 1
+                    stack.append(node)""", """        dependencies = {root: 0}
+
+        def count(node):
+            for next_node, _ in node.next_functions:
+                if next_node is None:
+                    continue
+                if next_node in dependencies:
+                    dependencies[next_node] += 1
+                else:
+                    dependencies[next_node] = 1
+                    count(next_node)
+
+        count(root)"""))},
         "a recursive walk, which runs a shared node once per path (and dies on deep graphs)":
             _wrong("ex_engine", ("""        root, _ = gradient_edge(self)""", """        root, _ = gradient_edge(self)
 

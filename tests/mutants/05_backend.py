@@ -1,4 +1,5 @@
-"""Typical wrong answers to chapter 05, one dict per exercise: {what is wrong: the cell's code}.
+"""Typical wrong answers to chapter 05, one dict per exercise: {what is wrong: the cell's code}, or a dict
+with the code, the exercise whose verdict is judged and what its message must show (tests/notebook_runs.Mutant).
 
 tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
 notebook (hidden tests included) up to that exercise's tests and expects them to fail. Here the
@@ -104,6 +105,13 @@ MUTANTS = {
             _wrong("ex_strided", ("out[offset_of(i, ndim, sizes, meta + ndim)]", "out[i]")),
         "the offset accumulated in 32 bits":
             _wrong("ex_strided", ("long long offset = 0;", "int offset = 0;")),
+        # Judged on the next exercise, which uses launch_map_strided: its feedback names the exercise to do
+        # first, not the NameError (issue 17, feedback order).
+        "the answer cell does not run (a syntax error), so exercise 8's tests find no launch_map_strided": {
+            "code": _solution("ex_strided").replace("def launch_map_strided(", "def launch_map_strided(:", 1),
+            "judged": "ex_binary",
+            "shows": "needs exercise 7 (ex_strided) first",
+        },
     },
     "ex_binary": {
         "no broadcasting: the operands are used in their own shapes":
