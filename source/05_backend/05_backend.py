@@ -3084,10 +3084,14 @@ compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_st
 #
 # A key set is a bit mask (`key.bit` is `1 << key.priority`), as in chapter 01.
 #
-# **The kernel of a key set** (`choose_kernel`). Torch computes it once per key
-# and operator, in `computeDispatchTableEntry`
-# ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)).
-# Walk the keys of the set from the **highest priority** down; at each key:
+# **The kernel of a key set** (`choose_kernel`). Torch computes, once per
+# operator and key, what that key runs — the operator's kernel, else the key's
+# fallback — in `computeDispatchTableEntry`
+# ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)),
+# and takes the keys that fall through out of a call's set before it picks the
+# highest (`nonFallthroughKeys_` in `DispatchKeyExtractor.h`). The same rules,
+# as one walk: go through the keys of the set from the **highest priority**
+# down; at each key:
 #
 # - the operator's kernel for that key (`kernels[priority]`), if it has one;
 # - else that key's **fallback** (`fallbacks[priority]`, one function for every
