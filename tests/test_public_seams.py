@@ -5,6 +5,9 @@
 - Each chapter module declares `__all__`, a list of names it defines.
 - After importing chapter 05's picotorch (chapters 01-04), each attribute of `Tensor` was set by one
   chapter only: a later chapter adds methods, or registers kernels, but never replaces a method.
+- The same for every other class a chapter exports (`Storage`, the `Function`s, `Module`...): no later
+  chapter assigns an attribute that the class already has (`Storage.device = ...`,
+  `LinearFunction.forward = ...`); it registers a kernel or calls a hook instead.
 """
 from __future__ import annotations
 
@@ -97,6 +100,44 @@ def test_each_chapter_module_declares_all(path):
     assert len(set(names)) == len(names), f"{path}: __all__ names something twice"
 
 
+_DUNDERS = ("__dict__", "__weakref__", "__doc__")
+
+
+def _exported_classes(package) -> dict:
+    """{class name: dict(vars(class))} for each class in the package's namespace (what the chapters export), named
+    by where it is defined (chapter 02's `Tanh`, a Function, is not chapter 03's `Tanh`, a Module)."""
+    return {f"{value.__module__.split('.')[-1]}.{value.__qualname__}": dict(vars(value))
+            for name, value in vars(package).items()
+            if isinstance(value, type) and not name.startswith("_") and value.__module__.startswith(PACKAGE + ".")}
+
+
+def replaced_attributes(snapshots) -> list[str]:
+    """`Class.name (set by A, set again by B)` for each attribute whose value a later chapter changed, from
+    [(chapter, {class name: vars})] in import order. Attributes a later chapter adds are fine."""
+    replaced, before, owner = [], {}, {}
+    for chapter, classes in snapshots:
+        for cls, attributes in classes.items():
+            seen = before.get(cls, {})
+            for name, value in attributes.items():
+                if name in _DUNDERS:
+                    continue
+                if name in seen and seen[name] is not value:
+                    replaced.append(f"{cls}.{name} (set by {owner[cls, name]}, set again by {chapter})")
+                if name not in seen or seen[name] is not value:
+                    owner[cls, name] = chapter
+            before[cls] = attributes
+    return replaced
+
+
+def test_the_check_sees_a_replaced_class_attribute():
+    forward, patched = object(), object()
+    snapshots = [("ch01", {"Storage": {"device": "cpu"}}), ("ch03", {"Storage": {"device": "cpu"},
+                                                                      "LinearFunction": {"forward": forward}}),
+                 ("ch05", {"Storage": {"device": "a Device"}, "LinearFunction": {"forward": patched, "new": 1}})]
+    assert replaced_attributes(snapshots) == ["Storage.device (set by ch01, set again by ch05)",
+                                              "LinearFunction.forward (set by ch03, set again by ch05)"]
+
+
 def _load_chapter_by_chapter(folder: Path):
     """Import the picotorch in `folder` one chapter module at a time, as its __init__ does (`from .chNN import *`
     in order), and yield (chapter module name, vars(Tensor) after it)."""
@@ -114,7 +155,7 @@ def _load_chapter_by_chapter(folder: Path):
             exported = getattr(module, "__all__", [n for n in vars(module) if not n.startswith("_")])
             for n in exported:
                 setattr(package, n, getattr(module, n))
-            yield name, dict(vars(package.Tensor))
+            yield name, dict(vars(package.Tensor)), _exported_classes(package)
     finally:
         for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
             del sys.modules[name]
@@ -133,7 +174,7 @@ def test_no_chapter_replaces_a_method_of_tensor(which, tmp_path):
     if not folder.is_dir():
         pytest.skip(f"no {folder}")
     replaced, before, owner = [], {}, {}
-    for chapter, attributes in _load_chapter_by_chapter(folder):
+    for chapter, attributes, _ in _load_chapter_by_chapter(folder):
         for name, value in attributes.items():
             if name in before and before[name] is not value and name not in ("__dict__", "__weakref__", "__doc__"):
                 replaced.append(f"Tensor.{name} (set by {owner[name]}, set again by {chapter})")
@@ -143,3 +184,18 @@ def test_no_chapter_replaces_a_method_of_tensor(which, tmp_path):
     assert len(before) > 50, "Tensor has too few attributes: the walk did not see the chapters"
     assert not replaced, "later chapters replace methods of Tensor instead of registering kernels: " + \
         "; ".join(replaced)
+
+
+@pytest.mark.parametrize("which", ["release/05_backend", "every chapter"])
+def test_no_chapter_replaces_an_attribute_of_an_earlier_class(which, tmp_path):
+    folder = REPO / which / PACKAGE if which.startswith("release") else _reference_package(tmp_path)
+    if not folder.is_dir():
+        pytest.skip(f"no {folder}")
+    snapshots = [(chapter, classes) for chapter, _, classes in _load_chapter_by_chapter(folder)]
+    classes = snapshots[-1][1]
+    assert {"ch01_tensor.Storage", "ch02_autograd.Function", "ch03_module.LinearFunction",
+            "ch03_module.Module"} <= set(classes), \
+        f"the walk did not see the chapters' classes: {sorted(classes)}"
+    replaced = replaced_attributes(snapshots)
+    assert not replaced, ("later chapters assign attributes of earlier chapters' classes instead of registering "
+                          "kernels or calling a public hook: " + "; ".join(replaced))

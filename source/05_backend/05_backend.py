@@ -20,7 +20,7 @@
 # | piece | in torch | you build it in |
 # |---|---|---|
 # | `Device`: `"cpu"`, `"cuda:0"` | `torch.device` (`c10/core/Device.h`) | exercise 1 |
-# | the dispatcher: (op, device) → kernel | `c10/core/impl/OperatorEntry.cpp` | exercise 2 |
+# | the dispatcher: (op, device) → kernel | `aten/src/ATen/core/dispatch/OperatorEntry.cpp` | exercise 2 |
 # | `Tensor.to(device)` | `aten/src/ATen/native/TensorConversions.cpp` | exercise 3 |
 # | launch geometry: grid and block from sizes | every `<<<grid, block>>>` in `aten/src/ATen/native/cuda` | exercise 4 |
 # | `fill`, elementwise kernels, over any strides, broadcasting | `Fill.cu`, `Loops.cuh`, `TensorIterator` | exercises 5–8 |
@@ -28,6 +28,8 @@
 # | `matmul`: naive, tiled, register-blocked | cuBLAS (which torch calls) | exercises 11–13 |
 # | row `softmax`, numerically stable | `SoftMax.cu` | exercise 14 |
 # | an MLP trained on the device with your kernels | — | exercise 15 |
+# | the key set of a call, and the kernel it runs | `DispatchKeySet.h`, `OperatorEntry.cpp` | exercise 16 |
+# | a mode that logs every operator | `TorchDispatchMode` | exercise 17 |
 #
 # **Where your kernels run.** A kernel here is CUDA C, compiled and launched by
 # `course.cuda.Kernel`. Given tensors that live on a GPU (`torch.cuda` tensors),
@@ -93,11 +95,11 @@ from course.cuda import CudaError, Kernel
 from course.cuda import Module as CudaModule
 from course.cuda.status import gpu_available
 from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, REPR_FIELDS, TORCH_DTYPE, DispatchKey,
-                       Function, GradMode, LinearFunction, Storage, Tensor, add_methods, bool_, broadcast_shapes,
+                       Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, key_names, key_set, redispatch,
-                       register_fallback)
+from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, fallthrough_keys, key_names,
+                       key_set, redispatch, register_device, register_fallback, register_fallthrough)
 from picotorch import parse_to as _ch03_parse_to
 from picotorch import register_kernel as register_key_kernel
 
@@ -296,7 +298,8 @@ compare.assert_equal(Device("cpu") == "not a device", False, "Device('cpu') == '
 # NumPy does not: `t.numpy()` on a device tensor is torch's `TypeError`, and
 # every operation must go through the dispatcher to a kernel of that device.
 #
-# The cell also gives `t.device` (a `Device` now), `t.to_torch()` (a torch view
+# The cell also gives `t.device` (a `Device` now: for CPU tensors through
+# chapter 01's hook `register_device("cpu", CPU)`), `t.to_torch()` (a torch view
 # of the same memory, on the same torch device), `torch_device(device)` (where a
 # picotorch device's memory lives, for torch) and `empty_on(shape, dtype,
 # device)`. On a machine without a GPU, `torch_device(Device("cuda"))` raises
@@ -375,7 +378,7 @@ def empty_on(shape, dtype, device) -> Tensor:
 
 
 if CPU is not None:
-    Storage.device = CPU  # chapter 01's storages are on the CPU device, now a Device
+    register_device("cpu", CPU)  # chapter 01's storages are on the CPU device, now a Device (chapter 01's hook)
 
 
 @add_methods(Tensor)
@@ -2871,38 +2874,28 @@ for _ in range(3):  # through the backend, backward included
 # `Autograd` key, which reaches the `CUDA` kernels for device tensors, so their
 # forward and backward run wherever the tensors are. Two
 # pieces of chapters 03 and 04 compute with NumPy directly, though, and cannot
-# run on a device: chapter 03's fused `LinearFunction`, and chapter 04's losses
-# and optimizers. The next cell gives `LinearFunction` a device path (`x @ W.T +
-# b` and its gradients, with your kernels) — the dispatcher taking over a fused
-# operation, as torch's `aten::linear` does — and `arange_on(n, device)`.
+# run on a device: the CPU kernels of chapter 03's fused `LinearFunction`, and
+# chapter 04's losses and optimizers. `LinearFunction`'s forward and backward
+# are the operators `"linear"` and `"linear_backward"`, so the next cell
+# registers their `CUDA` kernels (`x @ W.T + b` and its gradients, with your
+# kernels), exactly as chapter 03 registered the CPU ones, and gives
+# `arange_on(n, device)`.
 
 # %% reference=true
-if "_ch05_linear" not in vars(LinearFunction):
-    LinearFunction._ch05_linear = (LinearFunction.forward, LinearFunction.backward)
-_linear_cpu_forward, _linear_cpu_backward = LinearFunction._ch05_linear
-
-
-def _linear_forward(ctx, x, weight, bias):
-    if x.device == CPU:
-        return _linear_cpu_forward(ctx, x, weight, bias)
-    ctx.on_device, ctx.has_bias = True, bias is not None
-    ctx.save_for_backward(x, weight)
+@register_key_kernel("linear", DispatchKey.CUDA)
+def linear_cuda(x: Tensor, weight: Tensor, bias) -> Tensor:
+    """Chapter 03's fused linear on a device: x @ weight.T + bias, with your kernels."""
     out = x @ weight.mT
     return out + bias if bias is not None else out
 
 
-def _linear_backward(ctx, grad):
-    if not getattr(ctx, "on_device", False):
-        return _linear_cpu_backward(ctx, grad)
-    x, weight = ctx.saved_tensors
+@register_key_kernel("linear_backward", DispatchKey.CUDA)
+def linear_backward_cuda(x: Tensor, grad: Tensor, weight: Tensor, output_mask) -> tuple:
     g2, x2 = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
-    grad_x = grad @ weight if ctx.needs_input_grad[0] else None
-    grad_w = g2.mT @ x2 if ctx.needs_input_grad[1] else None
-    grad_b = g2.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+    grad_x = grad @ weight if output_mask[0] else None
+    grad_w = g2.mT @ x2 if output_mask[1] else None
+    grad_b = g2.sum(0) if output_mask[2] else None
     return grad_x, grad_w, grad_b
-
-
-LinearFunction.forward, LinearFunction.backward = staticmethod(_linear_forward), staticmethod(_linear_backward)
 
 
 def arange_on(n: int, device) -> Tensor:
@@ -3071,7 +3064,326 @@ compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_st
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Exercise 16 — a mode that sees every operator
+# ## Exercise 16 — key sets and the kernel a call runs
+#
+# Since chapter 01, every call `dispatch(op, *args)` has made two decisions,
+# in chapter 01's given code. Now you write them yourself, as the two pure
+# functions they are: everything they depend on is an argument.
+#
+# **The key set of a call** (`dispatch_key_set`). Torch computes it in
+# `computeDispatchKeySet`, [`DispatchKeyExtractor.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/DispatchKeyExtractor.h),
+# from the arguments and this thread's state. Ours, from:
+#
+# - each **tensor** argument's device: its backend key, `backend_keys[t.device.type]`
+#   (`CPU` for `"cpu"`, `CUDA` for `"cuda"` and `"emu"`); numbers, dims, op
+#   names bring nothing;
+# - `autograd`, when at least one tensor argument **requires grad** and
+#   `grad_enabled` is true: then there is a graph node to record;
+# - plus the thread's `included` keys (a mode's, exercise 17), minus its
+#   `excluded` ones. Excluded wins: a key in both is out.
+#
+# A key set is a bit mask (`key.bit` is `1 << key.priority`), as in chapter 01.
+#
+# **The kernel of a key set** (`choose_kernel`). Torch computes, once per
+# operator and key, what that key runs — the operator's kernel, else the key's
+# fallback — in `computeDispatchTableEntry`
+# ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)),
+# and takes the keys that fall through out of a call's set before it picks the
+# highest (`nonFallthroughKeys_` in `DispatchKeyExtractor.h`). The same rules,
+# as one walk: go through the keys of the set from the **highest priority**
+# down; at each key:
+#
+# - the operator's kernel for that key (`kernels[priority]`), if it has one;
+# - else that key's **fallback** (`fallbacks[priority]`, one function for every
+#   operator): return a kernel that calls `fallback(op, *args, **kwargs)`;
+# - else, if the key is in `fallthrough`, go on to the next key;
+# - else stop: the call is an error. Return a kernel that raises
+#   `NotImplementedError` naming the operator and the key
+#   (`"Could not run 'max' with arguments from the 'CUDA' backend"`), or raise it
+#   right away. The same when every key falls through.
+#
+# An empty key set (no tensor argument, nothing included) is the `CPU` key's,
+# as in chapter 01.
+#
+# **Where torch differs.** Torch's set holds more keys than picotorch's:
+# `torch._C._dispatch_keys(torch.ones(2))` is `DispatchKeySet(CPU,
+# ADInplaceOrView, AutogradCPU, AutocastCPU)`. Its autograd key is **per
+# backend** — `AutogradCPU`, `AutogradCUDA`: one *functionality* (autograd)
+# times one *backend* bit, which is how [`DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h)
+# fits dozens of backends in 64 bits; picotorch has one `Autograd` key for
+# every backend. And torch puts `AutogradCPU` on **every** CPU tensor, even one
+# that does not require grad, and `no_grad` leaves the set alone: the autograd
+# kernel runs anyway and checks `requires_grad` and grad mode (`GradMode`, a
+# thread-local flag, not a key) to decide whether to record. picotorch adds
+# `Autograd` only when there is something to record, so a call without grad
+# skips that layer. (`torch.inference_mode()` does exclude the autograd keys:
+# see `torch._C._dispatch_tls_local_exclude_set()` inside it.) The tests map
+# torch's set onto ours — `CPU` → `CPU`, `CUDA` → `CUDA`, `AutogradCPU` /
+# `AutogradCUDA` → `Autograd` when torch would record (a tensor requires grad,
+# grad mode on), the rest dropped — and compare.
+#
+# **Chapter 01's dispatcher stays the one that runs.** It applies the same
+# rules, but it caches the kernel of each key set it has seen
+# (`Operator.table`), as torch precomputes its table; swapping your functions
+# in would mean replacing its methods, which no chapter does. The given
+# `kernel_of_call(op, *args)` asks your functions, with this thread's real
+# state, which kernel a call runs — the tests check that it is the one
+# chapter 01 runs. Try `kernel_of_call("add", x, x)`.
+
+# %% solution="ex_keys" reference=true
+BACKEND_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "emu": DispatchKey.CUDA}  # device type -> key
+
+
+def dispatch_key_set(args, included: int = 0, excluded: int = 0, grad_enabled: bool = True,
+                     backend_keys: dict = BACKEND_KEYS, autograd: DispatchKey = DispatchKey.Autograd) -> int:
+    """The key set (a bit mask) of a call with the arguments `args`, on a thread that includes `included` and
+    excludes `excluded` (bit masks), in grad mode `grad_enabled`."""
+    ### BEGIN SOLUTION
+    keys = included
+    needs_grad = False
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= backend_keys[a.device.type].bit
+            needs_grad = needs_grad or a.requires_grad
+    if grad_enabled and needs_grad:
+        keys |= autograd.bit
+    return keys & ~excluded
+    ### END SOLUTION
+
+
+def choose_kernel(op: str, keys: int, kernels: dict, fallthrough: int = 0, fallbacks: dict = None):
+    """The kernel that a call of `op` with key set `keys` runs: `kernels` is the operator's {priority: kernel},
+    `fallthrough` the key set of the keys that fall through, `fallbacks` {priority: fallback(op, *args, **kwargs)}."""
+    ### BEGIN SOLUTION
+    fallbacks = fallbacks or {}
+    remaining = keys or DispatchKey.CPU.bit
+    while remaining:
+        priority = remaining.bit_length() - 1
+        if priority in kernels:
+            return kernels[priority]
+        if priority in fallbacks:
+            fallback = fallbacks[priority]
+            return lambda *args, **kwargs: fallback(op, *args, **kwargs)
+        if not fallthrough >> priority & 1:
+            break
+        remaining &= ~(1 << priority)
+    else:
+        priority = DispatchKey.CPU.priority
+    name = DispatchKey.of(priority).name
+    raise NotImplementedError(f"Could not run '{op}' with arguments from the '{name}' backend: no {name} kernel, "
+                              f"no {name} fallback, and {name} does not fall through")
+    ### END SOLUTION
+
+
+def kernel_of_call(op: str, *args):
+    """The kernel your two functions choose for dispatch(op, *args), with this thread's keys, grad mode and
+    chapter 01's registrations."""
+    keys = dispatch_key_set(args, LOCAL_KEYS.included, LOCAL_KEYS.excluded, GradMode.enabled)
+    return choose_kernel(op, keys, OPS[op].kernels, fallthrough_keys(), FALLBACKS)
+
+
+# %% tests="ex_keys" points=3
+CUDA_KEY_OF_TORCH = torch._C._dispatch_key_for_device("cuda")  # "CUDA": torch's backend key of a CUDA tensor
+
+
+def torch_roles(devices, grads, grad_enabled):
+    """What torch's dispatcher says about tensors on `devices` that require grad or not (`grads`), in grad mode
+    `grad_enabled`: the backend keys of their torch._C._dispatch_keys ("cpu" or "cuda"), and "autograd" when a
+    tensor's set has its Autograd<backend> key and torch would record (it requires grad, grad mode on)."""
+    roles, text = set(), []
+    with torch.set_grad_enabled(grad_enabled):
+        for device, grad in zip(devices, grads):
+            t = torch.ones(2, requires_grad=grad)
+            if device.startswith("cuda") or device.startswith("emu") and GPU:
+                t = torch.ones(2, device="cuda", requires_grad=grad)  # the device "emu" emulates
+            names = str(torch._C._dispatch_keys(t))[len("DispatchKeySet("):-1].split(", ")
+            if device.startswith("emu") and not GPU:  # no CUDA tensor here: torch's key for the device "cuda"
+                names = [CUDA_KEY_OF_TORCH, "Autograd" + CUDA_KEY_OF_TORCH]
+            text.append(f"{device}: {', '.join(names)}")
+            for backend in ("cpu", "cuda"):
+                key = torch._C._dispatch_key_for_device(backend)
+                if key in names:
+                    roles.add(backend)
+                    if "Autograd" + key in names and t.requires_grad and torch.is_grad_enabled():
+                        roles.add("autograd")
+    return roles, "; ".join(text)
+
+
+def names_of(keys: int, named: dict) -> list:
+    """The names of a key set's keys, highest priority first; `named` is {name: key}."""
+    return [name for name, key in sorted(named.items(), key=lambda kv: -kv[1].priority) if keys >> key.priority & 1]
+
+
+REAL_KEYS = {"CPU": DispatchKey.CPU, "CUDA": DispatchKey.CUDA, "Autograd": DispatchKey.Autograd}
+
+
+def expect_key_set(devices, grads, extra=(), grad_enabled=True, included=(), excluded=(), backend_keys=None,
+                   autograd=None, named=None):
+    """dispatch_key_set of tensors on `devices` (requiring grad per `grads`) and the `extra` arguments, against
+    torch's key sets of the same tensors, mapped to picotorch's keys."""
+    backend_keys = backend_keys or BACKEND_KEYS
+    autograd = autograd or DispatchKey.Autograd
+    named = named or REAL_KEYS
+    args = [tensor_on(d).requires_grad_(g) for d, g in zip(devices, grads)] + list(extra)
+    roles, torch_text = torch_roles(devices, grads, grad_enabled)
+    want = 0
+    for role in roles:
+        want |= autograd.bit if role == "autograd" else backend_keys[role].bit
+    inc = exc = 0
+    for k in included:
+        inc |= k.bit
+    for k in excluded:
+        exc |= k.bit
+    want = (want | inc) & ~exc
+    shown = [d + " tensor" + (" requiring grad" if g else "") for d, g in zip(devices, grads)] + list(map(repr, extra))
+    what = (f"dispatch_key_set(({', '.join(shown)}), included={names_of(inc, named)}, "
+            f"excluded={names_of(exc, named)}, grad_enabled={grad_enabled})")
+    got = dispatch_key_set(tuple(args), inc, exc, grad_enabled, backend_keys, autograd)
+    assert isinstance(got, int), f"{what} must be a key set: an int, one bit per key; it is {got!r}"
+    if got != want:
+        unknown = got & ~sum(k.bit for k in named.values())
+        raise AssertionError(f"{what}: your key set is {names_of(got, named)}"
+                             f"{f' and bits no key has ({bin(unknown)})' if unknown else ''}"
+                             f", but it should be {names_of(want, named)}. Torch's key sets of the same tensors: "
+                             f"{torch_text or 'no tensor'}: the backend keys, and Autograd only where torch records "
+                             f"(a tensor requires grad, grad mode on); then + included, - excluded")
+    return args
+
+
+def tagged(name):
+    return lambda *args, **kwargs: (name, args, kwargs)
+
+
+def run_choice(op, keys, kernels, fallthrough, fallbacks, args=("a", 1)):
+    """('ran', what the kernel returned) or ('error', message) for choose_kernel and a call of its kernel."""
+    try:
+        return "ran", choose_kernel(op, keys, kernels, fallthrough, fallbacks)(*args)
+    except NotImplementedError as e:
+        if not str(e):
+            raise
+        return "error", str(e)
+
+
+def expect_choice(op, keys, kernels, fallthrough, fallbacks, want, named, what):
+    """choose_kernel against what should run: want is ('ran', result) or ('error', the key's name)."""
+    got = run_choice(op, keys, kernels, fallthrough, fallbacks)
+    setting = (f"{what}: key set {names_of(keys, named)}, kernels for {names_of(sum(1 << p for p in kernels), named)}"
+               f", fallthrough {names_of(fallthrough, named)}, fallbacks for "
+               f"{names_of(sum(1 << p for p in (fallbacks or {})), named)}")
+    if want[0] == "error":
+        assert got[0] == "error", (f"{setting}: the call should be chapter 01's NotImplementedError at the key "
+                                   f"{want[1]} (no kernel, no fallback, no fallthrough there); yours ran and "
+                                   f"returned {got[1]!r}")
+        assert op in got[1] and want[1] in got[1], (f"{setting}: the error must name the operator {op!r} and the key "
+                                                   f"{want[1]}; it says: {got[1]}")
+    else:
+        assert got[0] == "ran", f"{setting}: the call should run and return {want[1]!r}; yours raised: {got[1]}"
+        assert got[1] == want[1], (f"{setting}: the call should run {want[1][0]} (the highest key with a kernel or a "
+                                   f"fallback, skipping keys that fall through); yours ran {got[1][0]}")
+
+
+# Torch's key sets, mapped to ours.
+expect_key_set(["cpu"], [False])
+expect_key_set(["cpu"], [True])
+expect_key_set(["cpu"], [True], grad_enabled=False, excluded=[DispatchKey.Autograd])  # picotorch's no_grad()
+expect_key_set(["emu"], [False], extra=[2.0, "mean"])
+expect_key_set(["emu", "emu"], [False, True])
+expect_key_set([], [], extra=[3])
+expect_key_set(["cpu"], [True], included=[DispatchKey.CUDA], excluded=[DispatchKey.Autograd], grad_enabled=False)
+expect_key_set(["cpu"], [True], grad_enabled=False)  # grad mode off: nothing to record, even with nothing excluded
+expect_key_set(["cpu"], [False], included=[DispatchKey.Autograd], excluded=[DispatchKey.Autograd])
+x = tensor_on("cpu")
+compare.assert_equal(key_names(dispatch_key_set((x, x))), ["CPU"], "key_names(dispatch_key_set((x, x))) for a CPU x")
+
+# The kernel choice: scratch tables.
+CPU_P, CUDA_P, AUTOGRAD_P = DispatchKey.CPU.priority, DispatchKey.CUDA.priority, DispatchKey.Autograd.priority
+B = {name: key.bit for name, key in REAL_KEYS.items()}
+expect_choice("add", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU"), AUTOGRAD_P: tagged("Autograd")}, 0, {},
+              ("ran", ("Autograd", ("a", 1), {})), REAL_KEYS, "the highest key first")
+expect_choice("add", B["Autograd"] | B["CUDA"], {CPU_P: tagged("CPU"), CUDA_P: tagged("CUDA")}, B["Autograd"], {},
+              ("ran", ("CUDA", ("a", 1), {})), REAL_KEYS, "a fallthrough key without a kernel")
+expect_choice("add", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU")}, 0, {},
+              ("error", "Autograd"), REAL_KEYS, "a key without a kernel, a fallback or a fallthrough")
+expect_choice("mm", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU")}, 0, {AUTOGRAD_P: tagged("fallback")},
+              ("ran", ("fallback", ("mm", "a", 1), {})), REAL_KEYS, "a key with a fallback and no kernel")
+expect_choice("mm", 0, {CPU_P: tagged("CPU")}, 0, {}, ("ran", ("CPU", ("a", 1), {})), REAL_KEYS, "no key at all")
+expect_choice("max", B["CUDA"], {CPU_P: tagged("CPU")}, 0, {}, ("error", "CUDA"), REAL_KEYS,
+              "an operator without a CUDA kernel")
+
+# Your functions on this thread's state pick the kernel chapter 01's dispatcher runs.
+y = tensor_on("cpu").requires_grad_(True)
+for op, args in [("add", (x, x)), ("add", (y, x)), ("matmul", (x, y)), ("sum", (tensor_on("emu"),))]:
+    compare.assert_equal(kernel_of_call(op, *args) is OPS[op].kernel_for(key_set(*args)), True,
+                         f"kernel_of_call({op!r}, ...) is the kernel chapter 01's dispatcher runs")
+with no_grad():
+    compare.assert_equal(kernel_of_call("add", y, x) is OPS["add"].kernel_for(key_set(y, x)), True,
+                         "kernel_of_call('add', y, x) under no_grad() is chapter 01's")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+# Scratch keys above every real one, declared once (a cell may run twice): one plain, one that falls through,
+# one with a fallback, twice.
+SCRATCH = {}
+for _priority, _role in zip(range(10, 16), ["plain", "fallthrough", "fallback"] * 2):
+    _key = DispatchKey.declare(f"Scratch{_priority}", _priority)
+    SCRATCH[_key.name] = _key
+    if _role == "fallthrough" and not fallthrough_keys() >> _priority & 1:
+        register_fallthrough(_key)
+    if _role == "fallback" and _priority not in FALLBACKS:
+        register_fallback(_key, (lambda name: lambda op, *args, **kwargs: (name, (op,) + args, kwargs))(_key.name))
+ALL_KEYS = {**REAL_KEYS, **SCRATCH}
+
+# Key sets of random calls against torch's; scratch keys as backends and autograd.
+DEVICES_HERE = ["cpu", "emu", "emu:0"] + (["cuda:0"] if GPU else [])
+for trial in range(60):
+    n = inputs.randint(0, 3)
+    devices = [inputs.choice(DEVICES_HERE) for _ in range(n)]
+    if len({d.split(":")[0] for d in devices}) > 1 and inputs.randint(0, 1):
+        devices = devices[:1] * n
+    grads = [inputs.randint(0, 2) == 0 for _ in range(n)]
+    grad_enabled = inputs.randint(0, 2) > 0
+    extra = [inputs.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(inputs.randint(0, 2))]
+    pool = list(ALL_KEYS.values())
+    included = [k for k in pool if inputs.randint(0, 4) == 0]
+    excluded = [k for k in pool if inputs.randint(0, 4) == 0]
+    if trial % 3 == 0:  # scratch keys in place of the backends and of Autograd
+        free = list(range(10, 16))
+        picked = [SCRATCH[f"Scratch{free.pop(inputs.randint(0, len(free) - 1))}"] for _ in range(3)]
+        backend_keys = {"cpu": picked[0], "cuda": picked[1], "emu": picked[1]}
+        expect_key_set(devices, grads, extra, grad_enabled, included, excluded, backend_keys, picked[2], ALL_KEYS)
+    else:
+        if not grad_enabled and inputs.randint(0, 1):
+            excluded.append(DispatchKey.Autograd)  # what no_grad() does in picotorch
+        args = expect_key_set(devices, grads, extra, grad_enabled, included, excluded, named=ALL_KEYS)
+        if not any(k.priority >= 10 for k in included):  # chapter 01's key_set, on this thread, agrees
+            guard_excluded = excluded + ([] if grad_enabled else [DispatchKey.Autograd])
+            with IncludeDispatchKeys(*included), ExcludeDispatchKeys(*guard_excluded):
+                theirs = key_set(*args)
+            mine = dispatch_key_set(tuple(args), sum(k.bit for k in set(included)),
+                                    sum(k.bit for k in set(guard_excluded)), grad_enabled)
+            compare.assert_equal(names_of(mine, ALL_KEYS), names_of(theirs, ALL_KEYS),
+                                 f"dispatch_key_set and chapter 01's key_set for the same call (trial {trial})")
+
+# The kernel choice against chapter 01's dispatcher, on random registrations of a fresh operator.
+for trial in range(80):
+    op = f"scratch_op_{trial}_{inputs.randint(0, 10 ** 6)}"
+    pool = list(ALL_KEYS.values())
+    with_kernel = [k for k in pool if inputs.randint(0, 2) == 0]
+    register_key_kernel(op)(tagged("no key"))  # the operator's row, with no kernel yet
+    for key in with_kernel:
+        register_key_kernel(op, key)(tagged(key.name))
+    keys = 0 if trial % 10 == 0 else sum(k.bit for k in pool if inputs.randint(0, 1))
+    ran = None
+    try:
+        ran = ("ran", OPS[op].kernel_for(keys)("a", 1))
+    except NotImplementedError as e:
+        ran = ("error", next(k.name for k in pool if f"'{k.name}'" in str(e)))
+    expect_choice(op, keys, dict(OPS[op].kernels), fallthrough_keys(), dict(FALLBACKS), ran, ALL_KEYS,
+                  f"{op} (chapter 01's dispatcher: {ran[0]} {ran[1] if ran[0] == 'error' else ran[1][0]})")
+    del OPS[op]
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise 17 — a mode that sees every operator
 #
 # Every call of picotorch goes down chapter 01's keys: `Autograd` (when an
 # argument requires grad), then a backend, `CUDA` or `CPU`. Torch has one more
@@ -3293,8 +3605,9 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "use_kernels", "reduction_layout", "cuda_sum", "cuda_mean", "SUM_WARP", "launch_sum_rows_warp",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
-           "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "arange_on", "cross_entropy_on_device", "sgd_step",
-           "train"]
+           "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
+           "cross_entropy_on_device", "sgd_step", "train", "BACKEND_KEYS", "dispatch_key_set", "choose_kernel",
+           "kernel_of_call", "MODE_STACK", "LoggingMode", "mode_fallback"]
 
 # %% [markdown]
 # ## What runs where, and what to read next

@@ -128,46 +128,40 @@ class Calling:
         return name + "(\\n" + "".join(f"  {line}\\n" for line in lines) + ")"
 '''
 
-_LINEAR_FROM_TENSOR_OPERATIONS = _rewrite("ex_linear", ("""        if x.dtype is not weight.dtype:
-            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {x.dtype.name} and {weight.dtype.name}")
-        if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
-            rows = math.prod(x.shape[:-1]) if x.dim() else 1
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1] if x.dim() else 1} "
-                               f"and {weight.shape[1]}x{weight.shape[0]})")
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        out = np.matmul(x.numpy(), weight.numpy().T)
-        if bias is not None:
-            out += bias.numpy()
-        return from_numpy(out)""", """        if x.dtype is not weight.dtype:
-            raise RuntimeError(f"Linear: the input is {x.dtype.name}, the weight {weight.dtype.name}")
-        if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
-            raise RuntimeError(f"Linear: an input of shape {tuple(x.shape)} for a weight of shape {tuple(weight.shape)}")
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        out = x @ weight.mT  # forward runs with grad mode off: chapter 01's operations, recorded nowhere
-        return out + bias if bias is not None else out"""), ("""        x, weight = ctx.saved_tensors
-        g = grad.numpy()
-        g2 = g.reshape(-1, g.shape[-1]) if g.ndim else g.reshape(1, 1)
-        grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_x = from_numpy(np.matmul(g, weight.numpy()))
-        if ctx.needs_input_grad[1]:
-            x2 = x.numpy().reshape(-1, x.shape[-1])
-            grad_w = from_numpy(g2.T @ x2)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_b = from_numpy(g2.sum(0))
-        return grad_x, grad_w, grad_b""", """        x, weight = ctx.saved_tensors
-        out_features, in_features = weight.shape
-        rows = math.prod(x.shape[:-1])
-        grads = [None, None, None]
-        if ctx.needs_input_grad[0]:
-            grads[0] = grad @ weight
-        if ctx.needs_input_grad[1]:
-            grads[1] = grad.reshape(rows, out_features).mT @ x.reshape(rows, in_features)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grads[2] = grad.reshape(rows, out_features).sum(0)
-        return tuple(grads)"""))
+_LINEAR_FROM_TENSOR_OPERATIONS = _rewrite("ex_linear", ("""    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {x.dtype.name} and {weight.dtype.name}")
+    if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
+        rows = math.prod(x.shape[:-1]) if x.dim() else 1
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1] if x.dim() else 1} "
+                           f"and {weight.shape[1]}x{weight.shape[0]})")
+    out = np.matmul(x.numpy(), weight.numpy().T)
+    if bias is not None:
+        out += bias.numpy()
+    return from_numpy(out)""", """    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"Linear: the input is {x.dtype.name}, the weight {weight.dtype.name}")
+    if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
+        raise RuntimeError(f"Linear: an input of shape {tuple(x.shape)} for a weight of shape {tuple(weight.shape)}")
+    out = x @ weight.mT  # forward runs with grad mode off: chapter 01's operations, recorded nowhere
+    return out + bias if bias is not None else out"""), ("""    g = grad.numpy()
+    g2 = g.reshape(-1, g.shape[-1]) if g.ndim else g.reshape(1, 1)
+    grad_x = grad_w = grad_b = None
+    if output_mask[0]:
+        grad_x = from_numpy(np.matmul(g, weight.numpy()))
+    if output_mask[1]:
+        x2 = x.numpy().reshape(-1, x.shape[-1])
+        grad_w = from_numpy(g2.T @ x2)
+    if output_mask[2]:
+        grad_b = from_numpy(g2.sum(0))
+    return grad_x, grad_w, grad_b""", """    out_features, in_features = weight.shape
+    rows = math.prod(x.shape[:-1])
+    grads = [None, None, None]
+    if output_mask[0]:
+        grads[0] = grad @ weight
+    if output_mask[1]:
+        grads[1] = grad.reshape(rows, out_features).mT @ x.reshape(rows, in_features)
+    if output_mask[2]:
+        grads[2] = grad.reshape(rows, out_features).sum(0)
+    return tuple(grads)"""))
 
 ALTERNATIVES = {
     "walks with an explicit stack, state dicts copied through NumPy": {

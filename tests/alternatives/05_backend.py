@@ -156,7 +156,56 @@ _MODE_BY_HAND = _rewrite(
         LOCAL_KEYS.excluded = excluded
         MODE_STACK.append(mode)"""))
 
+_KEYS_BY_SORTING = _rewrite(_solution("ex_keys"), ("""    keys = included
+    needs_grad = False
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= backend_keys[a.device.type].bit
+            needs_grad = needs_grad or a.requires_grad
+    if grad_enabled and needs_grad:
+        keys |= autograd.bit
+    return keys & ~excluded""", """    tensors = [a for a in args if isinstance(a, Tensor)]
+    wanted = {backend_keys[t.device.type] for t in tensors}
+    if grad_enabled and any(t.requires_grad for t in tensors):
+        wanted.add(autograd)
+    keys = sum(key.bit for key in wanted) | included
+    return keys - (keys & excluded)"""), ("""    fallbacks = fallbacks or {}
+    remaining = keys or DispatchKey.CPU.bit
+    while remaining:
+        priority = remaining.bit_length() - 1
+        if priority in kernels:
+            return kernels[priority]
+        if priority in fallbacks:
+            fallback = fallbacks[priority]
+            return lambda *args, **kwargs: fallback(op, *args, **kwargs)
+        if not fallthrough >> priority & 1:
+            break
+        remaining &= ~(1 << priority)
+    else:
+        priority = DispatchKey.CPU.priority
+    name = DispatchKey.of(priority).name
+    raise NotImplementedError(f"Could not run '{op}' with arguments from the '{name}' backend: no {name} kernel, "
+                              f"no {name} fallback, and {name} does not fall through")""", """    keys = keys or DispatchKey.CPU.bit
+    stop = None
+    for priority in sorted((p for p in range(keys.bit_length()) if keys & (1 << p)), reverse=True):
+        if kernels.get(priority) is not None:
+            return kernels[priority]
+        if fallbacks and priority in fallbacks:
+            return functools.partial(fallbacks[priority], op)
+        if not fallthrough & (1 << priority):
+            stop = priority
+            break
+    key = DispatchKey.of(DispatchKey.CPU.priority if stop is None else stop)
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError(f"{key.name}: the operator {op} has no kernel for this key")
+    return refuse"""))
+_KEYS_BY_SORTING = "import functools\n\n" + _KEYS_BY_SORTING
+
 ALTERNATIVES = {
+    "key sets from a set of keys, the kernel walk over sorted priorities, a refusing kernel": {
+        "ex_keys": _KEYS_BY_SORTING,
+    },
     "a mode that keeps the include and exclude sets by hand and pops itself while it runs": {
         "ex_mode": _MODE_BY_HAND,
     },

@@ -210,6 +210,24 @@ MUTANTS = {
             p.grad = None
 """, "")),
     },
+    "ex_keys": {
+        "the thread's exclude set is ignored: an excluded key stays in the key set":
+            _wrong("ex_keys", ("    return keys & ~excluded\n", "    return keys\n")),
+        "Autograd is added with grad mode off (under no_grad) when a tensor requires grad":
+            _wrong("ex_keys", ("    if grad_enabled and needs_grad:", "    if needs_grad:")),
+        "Autograd is added although no argument requires grad":
+            _wrong("ex_keys", ("    if grad_enabled and needs_grad:",
+                               "    if grad_enabled and any(isinstance(a, Tensor) for a in args):")),
+        "the keys are walked from the lowest priority up, not from the highest down":
+            _wrong("ex_keys", ("        priority = remaining.bit_length() - 1\n",
+                               "        priority = (remaining & -remaining).bit_length() - 1\n")),
+        "a fallthrough key without a kernel is an error instead of passing on to the next key":
+            _wrong("ex_keys", ("        if not fallthrough >> priority & 1:\n", "        if True:\n")),
+        "a key's fallback is ignored: an operator without a kernel for that key falls through or fails":
+            _wrong("ex_keys", ("        if priority in fallbacks:\n", "        if False:\n")),
+        "the key set ignores the thread's included keys":
+            _wrong("ex_keys", ("    keys = included\n", "    keys = 0\n")),
+    },
     "ex_mode": {
         "the fallback does not exclude its key while the operator runs: the kernels' own calls are logged":
             _wrong("ex_mode", ("""    with ExcludeDispatchKeys(DispatchKey.Python):

@@ -70,9 +70,17 @@ class DispatchKey:
 DispatchKey.declare("CPU", 0)
 
 
+DEVICE_OF_TYPE = {"cpu": "cpu"}  # device type -> what `t.device` is for its storages (register_device)
+
+
+def register_device(device_type: str, device) -> None:
+    """From now on `t.device` is `device` for every tensor over a storage of `device_type` ("cpu" here): the hook
+    with which chapter 05 makes the CPU's device a `Device`, as it is in torch (`c10::Device`)."""
+    DEVICE_OF_TYPE[device_type] = device
+
+
 class Storage:
     """A flat, typed buffer: one 1-D NumPy array. Several tensors may share one storage."""
-    device = "cpu"
     dispatch_keys = DispatchKey.CPU.bit  # the key set of the tensors over it: {CPU} (section 3)
 
     def __init__(self, data: np.ndarray):
@@ -86,6 +94,10 @@ class Storage:
     @staticmethod
     def empty(size: int, dtype: DType = float32) -> "Storage":
         return Storage(np.empty(size, dtype.numpy))
+
+    @property
+    def device(self):
+        return DEVICE_OF_TYPE["cpu"]  # a NumPy array is CPU memory
 
     def __len__(self) -> int:
         return self.data.shape[0]
@@ -387,6 +399,11 @@ def register_fallthrough(key: DispatchKey) -> None:
     global FALLTHROUGH
     FALLTHROUGH |= key.bit
     _forget_tables()
+
+
+def fallthrough_keys() -> int:
+    """The key set of the keys registered as fallthroughs so far (FALLTHROUGH, read now)."""
+    return FALLTHROUGH
 
 
 def add_tensor_key(attribute: str, key: DispatchKey) -> None:
@@ -1106,10 +1123,11 @@ class MatMul:
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
 __all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "promote_types",
-           "DispatchKey", "Storage", "add_methods", "wrap_dim", "shape_arg", "MaxResult", "Tensor", "UNARY_KERNELS",
+           "DispatchKey", "DEVICE_OF_TYPE", "register_device", "Storage", "add_methods", "wrap_dim", "shape_arg",
+           "MaxResult", "Tensor", "UNARY_KERNELS",
            "FLOAT_RESULT", "BINARY_KERNELS", "COMPARISONS", "INPLACE_OPS", "LocalDispatchKeySet", "LOCAL_KEYS",
            "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "register_kernel",
-           "register_fallback", "register_fallthrough",
+           "register_fallback", "register_fallthrough", "fallthrough_keys",
            "add_tensor_key", "key_set", "key_names", "dispatch", "redispatch", "ExcludeDispatchKeys",
            "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "REPR_FIELDS", "tensor_repr",
            "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",

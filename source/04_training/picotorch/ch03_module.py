@@ -591,37 +591,51 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0) -> Tensor:
 
 
 class LinearFunction(Function):
-    """y = x @ weight.T + bias in one node, computed (forward and backward) with NumPy."""
+    """y = x @ weight.T + bias in one node. Its forward and backward are operators of the dispatcher, "linear" and
+    "linear_backward" (torch's aten::linear, aten::linear_backward): your CPU kernels below do the work."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        if x.dtype is not weight.dtype:
-            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {x.dtype.name} and {weight.dtype.name}")
-        if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
-            rows = math.prod(x.shape[:-1]) if x.dim() else 1
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1] if x.dim() else 1} "
-                               f"and {weight.shape[1]}x{weight.shape[0]})")
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        out = np.matmul(x.numpy(), weight.numpy().T)
-        if bias is not None:
-            out += bias.numpy()
-        return from_numpy(out)
+        return dispatch("linear", x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        g = grad.numpy()
-        g2 = g.reshape(-1, g.shape[-1]) if g.ndim else g.reshape(1, 1)
-        grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_x = from_numpy(np.matmul(g, weight.numpy()))
-        if ctx.needs_input_grad[1]:
-            x2 = x.numpy().reshape(-1, x.shape[-1])
-            grad_w = from_numpy(g2.T @ x2)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_b = from_numpy(g2.sum(0))
-        return grad_x, grad_w, grad_b
+        needs = ctx.needs_input_grad
+        return dispatch("linear_backward", x, grad, weight, (needs[0], needs[1], ctx.has_bias and needs[2]))
+
+
+@register_kernel("linear", DispatchKey.CPU)
+def linear_cpu(x: Tensor, weight: Tensor, bias) -> Tensor:
+    """x @ weight.T + bias (bias may be None), with NumPy."""
+    if x.dtype is not weight.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {x.dtype.name} and {weight.dtype.name}")
+    if x.dim() == 0 or x.shape[-1] != weight.shape[1]:
+        rows = math.prod(x.shape[:-1]) if x.dim() else 1
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1] if x.dim() else 1} "
+                           f"and {weight.shape[1]}x{weight.shape[0]})")
+    out = np.matmul(x.numpy(), weight.numpy().T)
+    if bias is not None:
+        out += bias.numpy()
+    return from_numpy(out)
+
+
+@register_kernel("linear_backward", DispatchKey.CPU)
+def linear_backward_cpu(x: Tensor, grad: Tensor, weight: Tensor, output_mask) -> tuple:
+    """(grad_x, grad_weight, grad_bias), with NumPy; each None where output_mask says it is not needed."""
+    g = grad.numpy()
+    g2 = g.reshape(-1, g.shape[-1]) if g.ndim else g.reshape(1, 1)
+    grad_x = grad_w = grad_b = None
+    if output_mask[0]:
+        grad_x = from_numpy(np.matmul(g, weight.numpy()))
+    if output_mask[1]:
+        x2 = x.numpy().reshape(-1, x.shape[-1])
+        grad_w = from_numpy(g2.T @ x2)
+    if output_mask[2]:
+        grad_b = from_numpy(g2.sum(0))
+    return grad_x, grad_w, grad_b
 
 
 class Linear(Module):
@@ -998,5 +1012,6 @@ class Embedding(Module):
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
 __all__ = ["DEVICES", "TORCH_DTYPES", "device_name", "dtype_arg", "parse_to", "torch_generator_values", "bernoulli", "ToCopy",
            "Parameter", "Module", "IncompatibleKeys", "size_text", "as_ours", "torch_state_dict", "RemovableHandle",
-           "kaiming_uniform_", "LinearFunction", "Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Dropout",
+           "kaiming_uniform_", "LinearFunction", "linear_cpu", "linear_backward_cpu", "Linear", "ReLU", "Tanh",
+           "Sigmoid", "Flatten", "Dropout",
            "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "Embedding"]
