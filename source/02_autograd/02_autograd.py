@@ -1814,6 +1814,8 @@ def sum_to_shape(grad: Tensor, shape):
     if shape is None:
         return None
     shape = tuple(shape)
+    if grad.shape == shape:
+        return grad  # nothing was broadcast (most calls): nothing to sum
     lead = grad.dim() - len(shape)
     dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
                                       if size == 1 and grad.shape[lead + i] != 1)
