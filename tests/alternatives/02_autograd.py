@@ -186,14 +186,12 @@ _UNARY_OTHER_FORMULAS = _rewrite(
 
 _SUM_TO_SHAPE_ONE_DIM_AT_A_TIME = _rewrite(
     "ex_binary",
-    ("""    shape = tuple(shape)
-    lead = grad.dim() - len(shape)
+    ("""    lead = grad.dim() - len(shape)
     dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
                                       if size == 1 and grad.shape[lead + i] != 1)
     if dims:
         grad = grad.sum(dims, keepdim=True)
-    return grad.reshape(shape) if lead else grad""", """    shape = tuple(shape)
-    while grad.dim() > len(shape):  # the dims broadcasting added on the left
+    return grad.reshape(shape) if lead else grad""", """    while grad.dim() > len(shape):  # the dims broadcasting added on the left
         grad = grad.sum(0)
     for d, size in enumerate(shape):  # the dims where the input had size 1
         if size == 1 and grad.shape[d] != 1:

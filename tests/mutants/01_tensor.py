@@ -202,8 +202,10 @@ MUTANTS = {
     },
     "ex_elementwise": {
         "reads the storage in row-major order, ignoring strides": _mutate(
-            "ex_elementwise", ("return x.broadcast_to(shape).numpy().astype(dtype.numpy, copy=False)",
-                               "flat = x._storage.data[x._offset:x._offset + x.numel()].reshape(x.shape)\n"
+            "ex_elementwise", ("                if x._shape != shape:  # (an operand of the result's shape needs no "
+                               "broadcast: skip its two calls)\n                    x = x.broadcast_to(shape)\n"
+                               "                return x.numpy().astype(dtype.numpy, copy=False)",
+                               "                flat = x._storage.data[x._offset:x._offset + x.numel()].reshape(x.shape)\n"
                                "                return np.broadcast_to(flat, shape).astype(dtype.numpy)")),
         "in place writes into a new tensor (the base does not change)": _mutate(
             "ex_elementwise", ("        self.numpy()[...] = result.numpy()\n        return self",
@@ -225,8 +227,7 @@ MUTANTS = {
     },
     "ex_reductions": {
         "keepdim ignored": _mutate(
-            "ex_reductions", ("np.sum(self.numpy(), axis=axes, dtype=dtype.numpy, keepdims=keepdim)",
-                              "np.sum(self.numpy(), axis=axes, dtype=dtype.numpy)")),
+            "ex_reductions", ("np.expand_dims(out, axes) if keepdim else np.asarray(out)", "np.asarray(out)")),
         "the sum of an int64 tensor is float": _mutate(
             "ex_reductions", ("dtype = self.dtype if self.dtype.is_floating_point else int64",
                               "dtype = self.dtype if self.dtype.is_floating_point else float32")),

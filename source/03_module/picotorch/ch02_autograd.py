@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
-                       broadcast_shapes, dispatch, float32, from_numpy, from_torch, redispatch, register_fallthrough,
-                       register_kernel, shape_arg, wrap_dim, zeros)
+                       bool_, broadcast_shapes, dispatch, float32, from_numpy, from_torch, redispatch,
+                       register_fallthrough, register_kernel, shape_arg, wrap_dim, zeros)
 
 
 DispatchKey.declare("Autograd", 8)  # above CPU (0) and, in chapter 05, CUDA; below the modes
@@ -396,6 +396,14 @@ def where(condition, x, y) -> Tensor:
 @register_kernel("where", DispatchKey.CPU)
 def _where_cpu(condition, x, y) -> Tensor:
     tensors = [v for v in (x, y) if isinstance(v, Tensor)]
+    if (type(y) is float and y == 0 and isinstance(x, Tensor) and x.dtype.is_floating_point
+            and isinstance(condition, Tensor) and condition.dtype is bool_):
+        # where(mask, grad, 0.0), the backward of relu and of max: np.where branches on every element, and on
+        # a mask of random signs the CPU mispredicts half of those branches (~7x slower than a multiply).
+        # grad * mask is the same result without branches, as long as grad has no inf or NaN (inf * 0 is NaN).
+        values = x.numpy()
+        if np.isfinite(values).all():
+            return from_numpy(np.multiply(values, condition.numpy(), dtype=x.dtype.numpy))
     out = np.where(*(v.numpy() if isinstance(v, Tensor) else v for v in (condition, x, y)))
     dtype = np.result_type(*(t.dtype.numpy for t in tensors)) if tensors else out.dtype
     return from_numpy(np.asarray(out, dtype))
@@ -513,6 +521,8 @@ def sum_to_shape(grad: Tensor, shape):
     if shape is None:
         return None
     shape = tuple(shape)
+    if grad.shape == shape:
+        return grad  # nothing was broadcast (most calls): nothing to sum
     lead = grad.dim() - len(shape)
     dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
                                       if size == 1 and grad.shape[lead + i] != 1)
