@@ -46,11 +46,13 @@ def _draw(getrandbits, uniform, op, args):
     return low + r
 
 
-_drawn = [0]  # draws from this module's own stream since it was last (re)seeded
+def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _drawn=[0]):  # noqa: B006
+    """The stream's answer: the grading sandbox's when it answers (it fills the box), else ours.
 
-
-def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _drawn=_drawn):
-    """The stream's answer: the grading sandbox's when it answers (it fills the box), else ours."""
+    `_drawn[0]` counts the draws from this module's own stream since it was last (re)seeded. It lives only
+    in this default, not in a module-level table: the grader's integrity check holds every table of the
+    course's modules to its contents when grading began, and this count changes whenever a notebook draws
+    or reseeds outside the sandbox's stream."""
     box: list = []
     _audit("course.inputs", op, args, box)
     if box:
