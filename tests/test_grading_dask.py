@@ -336,3 +336,15 @@ def test_an_unreachable_scheduler_exits_2_with_a_message(tmp_path):
     done = grade("00_tour", folder, tmp_path / "out", "--scheduler", f"tcp://127.0.0.1:{free_port()}", expect=2,
                  timeout=120)
     assert "cannot reach the Dask scheduler" in done.stderr and "dask scheduler" in done.stderr
+
+
+def test_a_result_read_back_for_resume_carries_the_same_statuses_as_a_fresh_one():
+    from autograder.grade.distributed import _result_from_json, _result_to_json
+    from autograder.grade.grader import Result
+    from course.verdicts import Status, Verdict
+    fresh = Result("ana", "00_tour", [Verdict("ex_double", Status.PASSED, "", 2.0, 2.0),
+                                      Verdict("ex_count", Status.FAILED, "off by one", 0.0, 3.0)])
+    back = _result_from_json(json.loads(json.dumps(_result_to_json(fresh))))
+    assert back == fresh
+    assert [type(v.status) for v in back.verdicts] == [Status, Status]
+    assert back.verdicts[0].ok and not back.verdicts[1].ok

@@ -123,9 +123,10 @@ def _result_to_json(result) -> dict:
 
 def _result_from_json(data: dict):
     from autograder.grade.grader import Result
-    from course.verdicts import Verdict
+    from course.verdicts import Status, Verdict
     data = dict(data)
-    data["verdicts"] = [Verdict(**v) for v in data.get("verdicts", [])]
+    # statuses come back as the words JSON holds; a resumed result carries the same Status as a fresh one
+    data["verdicts"] = [Verdict(**{**v, "status": Status(v["status"])}) for v in data.get("verdicts", [])]
     return Result(**data)
 
 

@@ -127,9 +127,6 @@ def grade_class(chapter: Chapter | str, submissions: Path | str, out: Path | str
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         todo, warnings = _intake(chapter, Path(submissions), Path(scratch), options)
         results, workers, worker_rss = _grade(chapter, todo, out, limits, options, repo)
-    folders = {s.student: s.folder for s in todo}
-    for r in results:
-        r.folder = folders.get(r.student, r.student)
     graded = ClassResult(chapter, out, results, options.db or f"sqlite:///{(out / 'gradebook.db').resolve()}",
                          workers, worker_rss, warnings)
     _write(graded, options)
@@ -192,6 +189,8 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
         version = course_version(repo, chapter.id)
         journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
         before = journal.start(submissions, resume=options.resume)
+        for r in before.values():  # the journal keeps results, not the folders they came from
+            r.folder = folders.get(r.student, r.student)
         todo = [s for s in submissions if s.student not in before]
         if before:
             options.say(f"resuming: {len(before)} graded before, {len(todo)} to grade")
