@@ -218,9 +218,16 @@ def _executing(client) -> dict[str, list[str]]:
     return client.run(lambda dask_worker: [ts.key for ts in dask_worker.state.executing])
 
 
+def _at_a_terminal() -> None:
+    # Ctrl-C as at a terminal: a suite started in the background (`make test &`, nohup, some CI runners)
+    # passes SIGINT on ignored, and Python then never turns it into KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(chapter: str, submissions: Path, out: Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(AUTOGRADER + ["grade", chapter, str(submissions), "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_at_a_terminal)
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
