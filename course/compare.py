@@ -27,6 +27,7 @@ import sys
 import torch
 
 from course.inputs import replay_hint
+from course.verdicts import NOT_RUN_ERRORS
 
 try:
     import numpy as _np
@@ -459,7 +460,7 @@ def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
 
 # What a labelled block lets through as it is: a stub not written yet (not attempted), a check that cannot
 # run here (not run), and the sandbox's refusals (its own verdict).
-_PASS_THROUGH = frozenset({"SkipTest", "Skipped", "GPUNotAvailable", "GpuNotAvailable", "NoGPU", "SandboxViolation"})
+_PASS_THROUGH = NOT_RUN_ERRORS | {"SandboxViolation"}
 
 
 class labelled:

@@ -31,6 +31,8 @@ PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN, MANUAL = (Status.PASSED, Status.F
 
 # Stubs raise this until the student writes code; nbgrader's stub does the same.
 _NOT_ATTEMPTED = {"NotImplementedError"}
+# The exceptions of a check that cannot run here (no GPU and no emulator for it): never passed, never failed.
+NOT_RUN_ERRORS = frozenset({"SkipTest", "Skipped", "NotRun", "GPUNotAvailable", "GpuNotAvailable", "NoGPU"})
 
 
 @dataclass

@@ -36,12 +36,10 @@ from autograder.build.reference import package_files
 from autograder.grade.repair import repair, sanitize
 from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
 from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
-from course.verdicts import (ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED, Verdict,
+from course.verdicts import (ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, NOT_RUN_ERRORS, PASSED, Verdict,
                              earlier_exercise_missing, needs_earlier_exercise)
 
 MESSAGE_LIMIT = 2000
-# Raised by a check that cannot run here (no GPU and no emulator for it): never passed.
-_NOT_RUN_ERRORS = {"SkipTest", "Skipped", "NotRun", "GPUNotAvailable", "GpuNotAvailable", "NoGPU"}
 _GRADER_ERRORS = {"CellTimeoutError", "KernelDied", "GradingIntegrityError"}
 
 
@@ -434,7 +432,7 @@ def _status(exercise: str, tests: list[dict], answer: dict, defined: dict | None
         if t.get("status") == "ok":
             continue
         ename, evalue = t.get("ename") or "Error", (t.get("evalue") or "").strip()
-        if ename in _NOT_RUN_ERRORS or t.get("status") == NOT_RUN and ename != "NotRun":
+        if ename in NOT_RUN_ERRORS or t.get("status") == NOT_RUN and ename != "NotRun":
             return NOT_RUN, (f"not run here: {evalue or 'this check needs a GPU'}. A check that cannot run "
                              "earns no points; it runs where a GPU is present.")
         if ename == "NotRun":
@@ -446,9 +444,8 @@ def _status(exercise: str, tests: list[dict], answer: dict, defined: dict | None
         if ename == "AssertionError":
             return FAILED, evalue or ("a test failed without a message. Compare your result with torch's on "
                                       "the inputs of the visible tests above.")
-        if ename == "NameError" and (needs := needs_earlier_exercise(
-                exercise, evalue, defined, _how_it_ended(exercise, evalue, defined, outcomes, index_of))):
-            return ERROR, needs
+        if ename == "NameError" and (missing := earlier_exercise_missing(exercise, evalue, defined)):
+            return ERROR, needs_earlier_exercise(exercise, evalue, defined, _how_it_ended(missing, outcomes, index_of))
         if answer.get("status") == "error" and ename == "NameError":
             return ERROR, (f"your answer cell raised {answer.get('ename')}: {answer.get('evalue')}; "
                            f"so the tests could not use it ({evalue})")
@@ -456,11 +453,10 @@ def _status(exercise: str, tests: list[dict], answer: dict, defined: dict | None
     return PASSED, ""
 
 
-def _how_it_ended(exercise: str, evalue: str, defined: dict | None, outcomes: dict | None,
-                  index_of: dict | None) -> str:
-    """", because that cell raised X: ..." when the answer cell a NameError points to ended with an error."""
-    missing = earlier_exercise_missing(exercise, evalue, defined)
-    answer = (outcomes or {}).get((index_of or {}).get(missing[1])) if missing else None
+def _how_it_ended(missing: tuple[int, str, str], outcomes: dict | None, index_of: dict | None) -> str:
+    """", because that cell raised X: ..." when the answer cell of the exercise a NameError points to
+    (`missing`: course.verdicts.earlier_exercise_missing) ended with an error."""
+    answer = (outcomes or {}).get((index_of or {}).get(missing[1]))
     if not answer or answer.get("status") == "ok" or not answer.get("ename"):
         return ""
     return f", because that cell raised {answer['ename']}: {_cut(answer.get('evalue') or '', 200)}"
