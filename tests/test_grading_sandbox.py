@@ -439,6 +439,16 @@ def test_tampering_does_not_raise_a_score(course, cheat):
     assert points["ex_half"] == 1, (cheat, points, result.notes)  # later exercises are graded as usual
 
 
+def test_dropping_a_helpers_defaults_is_refused(course):
+    """Setting a function's __kwdefaults__ (or __defaults__) to None is a deletion, another audit
+    event than a new value: it is refused all the same, and the tests' helper keeps its defaults
+    (without them assert_matches would raise TypeError and a right answer would earn nothing)."""
+    cheat = "compare.assert_matches.__kwdefaults__ = None"
+    points, result = grade(course, "drop-defaults", double=RIGHT["ex_double"], cheat=cheat)
+    assert points["ex_double"] == 2, (result.verdicts, result.notes)
+    assert any("refused object.__setattr__" in note for note in result.notes), result.notes
+
+
 def test_the_same_tampering_fools_plain_nbgrader(course, tmp_path):
     """Why the sandbox is needed: nbgrader's own autograde gives the cheat full marks."""
     from autograder import nbgrader_env

@@ -513,6 +513,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                                                      snapshot.object_ids)
     audit = sys.audit
     reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
+    functions_written = controls["functions_written"]
     reseed_inputs(int(job["seed"]))
     controls["consumer"](_scrub)
     trust_code(_run_cell.__code__)  # the bottom of every cell's thread
@@ -797,7 +798,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         grad_mode[0] = task["grad"] is True
         graveyard.append(task)
         task = None
-        sensitive, other = restore(graveyard)
+        sensitive, other = restore(graveyard, functions_written())
         for name, value in kernel_hooks.items():  # sys.stdout and the hooks the student set: kept, not dropped
             current = sys_get(name, graveyard)
             if current is not value:

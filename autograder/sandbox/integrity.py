@@ -141,12 +141,14 @@ class Snapshot:
         """The module a name reported by restore() belongs to."""
         return self._module_of(where)
 
-    def restore(self, graveyard: list) -> tuple[list[str], list[str]]:
+    def restore(self, graveyard: list, functions: bool = True) -> tuple[list[str], list[str]]:
         """Put everything back. Returns (sensitive changes, other changes) as dotted names.
 
         Displaced values go to `graveyard` rather than being dropped here, so that no
-        student finalizer (__del__) runs while the grader's own code is on the stack."""
-        return self._restore(graveyard)
+        student finalizer (__del__) runs while the grader's own code is on the stack.
+        `functions=False` skips the functions' code and defaults: for when the guard saw no
+        write to any function's (install_guard's "function_writes")."""
+        return self._restore(graveyard, functions)
 
 
 def _restorer(snap: Snapshot):
@@ -158,7 +160,7 @@ def _restorer(snap: Snapshot):
     items, sets are compared by identity), and nothing displaced is dropped (it goes to the
     graveyard the caller keeps alive)."""
     # Copies, in tuples: clearing the Snapshot's own lists later changes nothing here.
-    modules, classes, functions = tuple(snap.modules), tuple(snap.classes), tuple(snap.functions)
+    modules, classes, functions_ = tuple(snap.modules), tuple(snap.classes), tuple(snap.functions)
     containers, module_objects = tuple(snap.containers), tuple(snap.module_objects)
     sys_modules, sys_lists, owner = dict(snap.sys_modules), dict(snap.sys_lists), dict(snap.owner)
     module_names = frozenset(snap.module_names)
@@ -189,7 +191,7 @@ def _restorer(snap: Snapshot):
         dict_update(d, {k: v for k, v in items if type_(k) is str_})
         return True
 
-    def restore(graveyard: list) -> tuple[list[str], list[str]]:
+    def restore(graveyard: list, functions: bool = True) -> tuple[list[str], list[str]]:
         sensitive: list[str] = []
         other: list[str] = []
         keep = graveyard.append
@@ -263,7 +265,7 @@ def _restorer(snap: Snapshot):
                     keep(current)
                     type_setattr(klass, key, value)
                     sensitive.append(f"{where}.{key}")
-        for where, fn, code, defaults, kwdefaults in functions:
+        for where, fn, code, defaults, kwdefaults in (functions_ if functions else ()):
             if code_of(fn) is not code:
                 keep(code_of(fn))
                 fn.__code__ = code
@@ -417,6 +419,9 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
       own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code);
     - "consumer"(function): one of the grader's that may read frames and hands none out;
+    - "functions_written"(): whether restore() must look at the functions' code and defaults
+      (reading each function's __code__ is an audit event, so looking at all of them through this
+      hook costs more than the rest of a restore);
     - "verifier"(function): called, while a test runs, for every "course.verify" audit event (the
       comparison helpers raise one where they use what they compare with, and the kernel one before
       every statement of a test cell); it raises when the tests' tools were changed.
@@ -447,6 +452,8 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     function_type, code_of = types.FunctionType, types.FunctionType.__code__.__get__
     code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
     verifier: list = [None]
+    function_writes, writes_checked = [0], [0]
+    attr_writes = frozenset({"object.__setattr__", "object.__delattr__"})
 
     def on_behalf_of_consumer() -> bool:
         f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
@@ -511,10 +518,12 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
             what = "changing the class of one of the grader's modules or classes"
         else:
             return
-        append("object.__setattr__")
+        append("object.__setattr__")  # the name students read in the notes, for a deletion too
         raise violation(f"{what} is not allowed while the notebook is graded; see the course's grading guide")
 
     def hook(event, args):
+        if event in attr_writes and len(args) > 1 and type(args[1]) is str_type and args[1] in code_attrs:
+            function_writes[0] += 1  # counted even from trusted code: restore then looks at every function
         if busy[0]:
             return
         if event == "course.inputs":
@@ -529,7 +538,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
                 finally:
                     busy[0] = False
             return
-        if event == "object.__setattr__":
+        if event in attr_writes:  # setting __defaults__ to None is an "object.__delattr__"
             return setattr_event(args)
         if event in frame_events:
             pass
@@ -576,8 +585,15 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     def set_verifier(fn) -> None:
         verifier[0] = fn
 
+    def functions_written() -> bool:
+        """Whether a function's __code__, __defaults__ or __kwdefaults__ was set since the last ask.
+        Every such write is an audit event; ctypes can write without one, so where native code is
+        allowed the answer is always yes."""
+        seen, writes_checked[0] = writes_checked[0], function_writes[0]
+        return allow_native or seen != function_writes[0]
+
     controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code, "consumer": consumer,
-                "verifier": set_verifier}
+                "verifier": set_verifier, "functions_written": functions_written}
     return set_untrusted, blocked, controls
 
 
