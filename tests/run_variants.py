@@ -1,10 +1,16 @@
-"""Run many variants of a chapter notebook in one Python process.
+"""Run many variants of a chapter notebook in one Python process, sharing what they share.
 
 A Jupyter kernel per variant costs seconds of start-up; the typical-mistake tests
 run dozens of variants per chapter, so they execute each variant's cells here
-instead, in a fresh namespace, one after another, as a kernel would (an error
-in one cell does not stop the next). The chapter's own framework (`picotorch`)
-is re-imported for every variant, so a variant cannot leak into the next.
+instead, as a kernel would (an error in one cell does not stop the next).
+
+Variants of one chapter differ in one or two cells and agree on everything before:
+the cells they share run once, and where the variants part, the process forks, one
+child per distinct next cell, each child carrying on with its own variants. A child
+starts in exactly the state a fresh run of its variants would have reached (the
+same cells ran in the same order, random streams included), so its verdicts are a
+fresh run's; and since each group of variants lives in its own process, nothing one
+variant does (a patched module, a leaked global, even a crash) reaches another.
 
 Input (stdin): {"cwd": folder, "variants": [[cell source, ...], ...]}
 Output (stdout): one JSON list per variant: [[cell index, exception name, message], ...]
@@ -29,25 +35,92 @@ def _alarm(signum, frame):
     raise VariantTimeout(f"still running after {VARIANT_TIMEOUT_S} s")
 
 
-def run_variant(cells: list[str]) -> list[list]:
-    for name in [m for m in sys.modules if m == "picotorch" or m.startswith("picotorch.")]:
-        del sys.modules[name]
-    namespace = {"__name__": "__main__"}
-    errors = []
+def _run_cell(index: int, source: str, namespace: dict) -> list | None:
+    """None, or [index, exception name, message] if the cell raised."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(source, f"<cell {index}>", "exec"), namespace)
+    except VariantTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001 - every error is a verdict, as in a kernel
+        return [index, type(e).__name__, str(e)]
+    return None
+
+
+def _in_child(work) -> dict:
+    """work() in a forked child; its result ({variant: errors}) read back through a pipe. A child that
+    dies gives None."""
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        status = 0
+        try:
+            data = json.dumps(work()).encode()
+            while data:
+                data = data[os.write(write_end, data):]
+        except BaseException:  # noqa: BLE001 - the parent reads a missing result as a death
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    try:
+        return {int(k): v for k, v in json.loads(b"".join(chunks)).items()} if status == 0 else None
+    except ValueError:
+        return None
+
+
+def _run_group(variants: dict[int, list[str]], start: int, namespace: dict, errors: list) -> dict:
+    """{variant: errors} for `variants` ({number: cells}), which all ran cells[:start] in this process,
+    with `errors` their errors so far. Runs the cells they share here, then forks where they part."""
     signal.alarm(VARIANT_TIMEOUT_S)
     try:
-        for index, source in enumerate(cells):
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    exec(compile(source, f"<cell {index}>", "exec"), namespace)
-            except VariantTimeout as e:
-                errors.append([index, "TimeoutError", str(e)])
+        index = start
+        while True:
+            ended = [v for v, cells in variants.items() if len(cells) <= index]
+            going = {v: cells for v, cells in variants.items() if len(cells) > index}
+            if ended and going:  # some stop here: they keep what they have, the rest go on
+                done = {v: list(errors) for v in ended}
+                return done | _run_group(going, index, namespace, errors)
+            if not going:
+                return {v: list(errors) for v in ended}
+            parts: dict[str, list[int]] = {}
+            for v, cells in going.items():
+                parts.setdefault(cells[index], []).append(v)
+            if len(parts) > 1:
                 break
-            except Exception as e:  # noqa: BLE001 - every error is a verdict, as in a kernel
-                errors.append([index, type(e).__name__, str(e)])
+            error = _run_cell(index, next(iter(parts)), namespace)
+            if error:
+                errors = errors + [error]
+            index += 1
+    except VariantTimeout as e:
+        return {v: errors + [[index, "TimeoutError", str(e)]] for v in variants}
     finally:
         signal.alarm(0)
-    return errors
+    results = {}
+    for group in parts.values():  # each in a child of its own, from the state the cells before left
+        members = {v: variants[v] for v in group}
+        found = _in_child(lambda: _run_group(members, index, namespace, errors))
+        if found is None:  # a crash (os._exit, a segfault) costs its own group only
+            found = {v: errors + [[index, "KernelDied", "the variant's process died"]] for v in group}
+        results |= found
+    return results
+
+
+def run_variants(variants: list[list[str]]) -> list[list]:
+    """Each variant's errors, in order."""
+    signal.signal(signal.SIGALRM, _alarm)
+    found = _in_child(lambda: _run_group(dict(enumerate(variants)), 0, {"__name__": "__main__"}, []))
+    if found is None:
+        raise RuntimeError("the variant runner died before the variants parted (a cell they all share "
+                           "ended the process)")
+    return [found[v] for v in range(len(variants))]
 
 
 def main() -> None:
@@ -55,9 +128,15 @@ def main() -> None:
     os.chdir(spec["cwd"])
     sys.path.insert(0, spec["cwd"])
     os.environ["COURSE_CHECK_RUNNING"] = "1"  # a check() in a cell must not start another check
-    signal.signal(signal.SIGALRM, _alarm)
-    results = [run_variant(cells) for cells in spec["variants"]]
-    sys.stdout.write(json.dumps(results))
+    # Forked children must not inherit a busy OpenMP pool (libgomp does not survive fork); one
+    # thread is also what the grading sandbox gives each kernel.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    sys.stdout.write(json.dumps(run_variants(spec["variants"])))
 
 
 if __name__ == "__main__":
