@@ -296,8 +296,8 @@ class Grader:
             result.notes.append("nbgrader could not grade this notebook: " + _last_line(outcome))
             result.verdicts = self._zero_verdicts("not graded: see the note")
             return self._finish(result, started, graded=False)
-        result.verdicts = self._verdicts(student, run)
-        result.grades, result.timestamp = self._gradebook_rows(student)
+        result.grades, result.timestamp, scores = self._gradebook_rows(student)
+        result.verdicts = self._verdicts(student, run, scores)
         autograded = self.root / "autograded" / student / self.chapter.id / self.chapter.notebook.name
         result.autograded = autograded.read_text()
         return self._finish(result, started, graded=True)
@@ -380,48 +380,49 @@ class Grader:
         return nb
 
     # -- reading the results --------------------------------------------------
-    def _verdicts(self, student: str, run: dict) -> list[Verdict]:
-        """Scores from the gradebook, statuses and messages from the sandbox's outcomes."""
-        from nbgrader.api import Gradebook
+    def _verdicts(self, student: str, run: dict, scores: dict[str, float | None]) -> list[Verdict]:
+        """Scores from the gradebook (`scores`: each grade cell's, by name), statuses and messages from
+        the sandbox's outcomes."""
         executed = nbformat.read(self.root / "autograded" / student / self.chapter.id / self.chapter.notebook.name, 4)
         index_of = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(executed.cells)}
         outcomes = run.get("cells", {})
         verdicts = []
         defined = exercise_defining(self.source_nb)
-        with Gradebook(self.api.coursedir.db_url) as gb:
-            for ex in exercises(self.source_nb).values():
-                if ex.manual:
-                    verdicts.append(Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points))
-                    continue
-                test_ids = [self.source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
-                points = sum(float(gb.find_grade(t, self.chapter.id, self.chapter.id, student).score or 0.0)
-                             for t in test_ids)
-                tests = [outcomes.get(index_of.get(t), {"status": NOT_RUN, "ename": "NotRun",
-                                                         "evalue": "the test cell did not run"}) for t in test_ids]
-                answer = outcomes.get(index_of.get(ex.id), {})
-                status, message = _status(ex.id, tests, answer, defined, outcomes, index_of)
-                if status == PASSED and points < ex.points:
-                    stderr = next((t.get("stderr") for t in tests if t.get("stderr")), "")
-                    status, message = ERROR, ("the tests passed but wrote to stderr, which nbgrader counts as a "
-                                              f"failure: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
-                verdicts.append(Verdict(ex.id, status, _cut(message), points if status == PASSED else 0.0,
-                                        ex.points))
+        for ex in exercises(self.source_nb).values():
+            if ex.manual:
+                verdicts.append(Verdict(ex.id, MANUAL, "graded by your instructor", 0.0, ex.points))
+                continue
+            test_ids = [self.source_nb.cells[i].metadata.nbgrader.grade_id for i in ex.test_cells]
+            points = sum(float(scores.get(t) or 0.0) for t in test_ids)
+            tests = [outcomes.get(index_of.get(t), {"status": NOT_RUN, "ename": "NotRun",
+                                                     "evalue": "the test cell did not run"}) for t in test_ids]
+            answer = outcomes.get(index_of.get(ex.id), {})
+            status, message = _status(ex.id, tests, answer, defined, outcomes, index_of)
+            if status == PASSED and points < ex.points:
+                stderr = next((t.get("stderr") for t in tests if t.get("stderr")), "")
+                status, message = ERROR, ("the tests passed but wrote to stderr, which nbgrader counts as a "
+                                          f"failure: {stderr.strip().splitlines()[-1] if stderr.strip() else ''}")
+            verdicts.append(Verdict(ex.id, status, _cut(message), points if status == PASSED else 0.0,
+                                    ex.points))
         return verdicts
 
-    def _gradebook_rows(self, student: str) -> tuple[list[dict], str | None]:
+    def _gradebook_rows(self, student: str) -> tuple[list[dict], str | None, dict[str, float | None]]:
+        """What nbgrader recorded for this submission, read in one session: the rows the class's
+        gradebook gets, the timestamp, and each grade cell's score by name."""
         from nbgrader.api import Gradebook
-        rows = []
+        rows, scores = [], {}
         with Gradebook(self.api.coursedir.db_url) as gb:
             submission = gb.find_submission(self.chapter.id, student)
             for notebook in submission.notebooks:
                 for grade in notebook.grades:
                     rows.append({"notebook": notebook.name, "name": grade.name, "auto_score": grade.auto_score,
                                  "needs_manual_grade": grade.needs_manual_grade})
+                    scores[grade.name] = grade.score
                 for comment in notebook.comments:
                     rows.append({"notebook": notebook.name, "comment": comment.name,
                                  "auto_comment": comment.auto_comment})
             timestamp = submission.timestamp.isoformat() if submission.timestamp else None
-        return rows, timestamp
+        return rows, timestamp, scores
 
 
 def _status(exercise: str, tests: list[dict], answer: dict, defined: dict | None = None,
@@ -479,10 +480,12 @@ def _outputs(outcome: dict) -> list:
 
 def _preprocessors() -> list:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,
-                                        SaveAutoGrades)
+    from nbgrader.preprocessors import AssignLatePenalties, IgnorePattern, LimitOutput, SaveAutoGrades
+    # nbgrader's list with the sandbox for Execute, and without its last CheckCellMetadata: the
+    # sanitize step before has validated the same metadata, which nothing since can change (the
+    # sandbox sends back outputs only), and each validation costs ~0.1 s of jsonschema per notebook.
     return [SandboxExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-            AssignLatePenalties, CheckCellMetadata]
+            AssignLatePenalties]
 
 
 def prepare_course(chapter: Chapter, root: Path) -> None:
