@@ -230,7 +230,9 @@ def _restorer(snap: Snapshot):
                     continue
                 keep(list_(container))
                 list_setitem(container, slice_all, items)
-            else:  # a set: compared by identity, never by its members' __eq__
+            else:  # a set: compared by identity, never by its members' __eq__ (unchanged, in its own order)
+                if len_(container) == len_(items) and all_(map_(is_, items, container)):
+                    continue
                 ids = {id_(x) for x in items}
                 if len_(container) == len_(items) and all_([id_(x) in ids for x in container]):
                     continue
