@@ -22,7 +22,9 @@ from autograder.chapters import discover  # noqa: E402
 CHAPTERS = discover(REPO / "source")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    _group_for_xdist(config, items)
     # A GPU test is skipped where there is no GPU: reported as skipped, never as passed.
     if torch.cuda.is_available():
         return
@@ -30,6 +32,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _group_for_xdist(config, items) -> None:
+    """`--dist loadgroup` sends the tests of one `xdist_group` to one worker, so that a module's fixtures
+    (a Dask cluster, a PostgreSQL server, a sandboxed course) start once. pytest-xdist marks a test's
+    group by a suffix of its node id, set through `item._nodeid`, which pytest 9 no longer reads (the
+    id is `item._id`): without this every group was spread over the workers and each started its own."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.fixture(scope="session")
