@@ -25,10 +25,16 @@ def test_matching_result_passes():
     ([1.0, 2.0], torch.ones(2), "got a list"),
 ])
 def test_mismatch_is_named(ours, expected, needle):
+    inputs.reseed(7)
+    inputs.randn(2)  # a test that drew random inputs (what the replay hint is for), whatever ran before
     with pytest.raises(AssertionError, match="f\\(x\\): ") as e:
         compare.assert_matches(ours, expected, "f(x)")
     assert needle in str(e.value)
-    assert "COURSE_SEED=" in str(e.value), "every failure says how to replay its random inputs"
+    assert "COURSE_SEED=" in str(e.value), "every failure after random draws says how to replay them"
+    inputs.reseed(7)  # fixed inputs only: a seed would mean nothing
+    with pytest.raises(AssertionError) as e:
+        compare.assert_matches(ours, expected, "f(x)")
+    assert needle in str(e.value) and "COURSE_SEED=" not in str(e.value)
 
 
 def test_tolerance_follows_the_dtype():
