@@ -425,6 +425,12 @@ CHEATS = {
                                       "def _is_sock(fd):\n    import os, stat\n    try:\n"
                                       "        return stat.S_ISSOCK(os.fstat(fd).st_mode)\n"
                                       "    except OSError:\n        return False",
+    "replace len, then swap __code__": "import builtins\nreal_len = builtins.len\nbuiltins.len = lambda x: 0\n"
+                                       "compare.assert_matches.__code__ = (lambda *a, **k: None).__code__\n"
+                                       "compare.assert_equal.__code__ = (lambda *a, **k: None).__code__\n"
+                                       "import torch.testing\n"
+                                       "torch.testing.assert_close.__code__ = (lambda *a, **k: None).__code__\n"
+                                       "builtins.len = real_len",
     "edit a tolerance table": "import torch.testing._comparison as c\n"
                               "c._DTYPE_PRECISIONS.update({k: (1e9, 1e9) for k in list(c._DTYPE_PRECISIONS)})\n"
                               "compare.assert_matches = lambda *a, **k: None",
@@ -437,6 +443,29 @@ def test_tampering_does_not_raise_a_score(course, cheat):
     points, result = grade(course, "cheat-" + cheat.replace(" ", "-").replace("'", ""), cheat=CHEATS[cheat])
     assert points["ex_double"] == 0, (cheat, result.verdicts, result.notes)
     assert points["ex_half"] == 1, (cheat, points, result.notes)  # later exercises are graded as usual
+
+
+def test_the_check_between_statements_calls_no_builtin_the_student_replaced(course):
+    """The check before each statement of a test runs with the audit hook's policy off (it is the
+    grader's own code): a builtin it looked up by name (list, enumerate, id, callable), replaced by the
+    student while the test runs, would run the student's code there. It uses the builtins as the
+    kernel found them."""
+    cheat = ("def double(x):\n    import builtins, sys\n    real = builtins.list\n"
+             "    def spy(*a):\n"
+             "        if sys._getframe(1).f_code.co_name in ('module_changes', 'class_changes', 'gns_changes',"
+             " 'table_changes', 'verify'):\n"
+             "            builtins.__dict__['_reached'] = True\n"
+             "        return real(*a)\n"
+             "    for name in ('list', 'enumerate', 'id', 'callable'):\n"
+             "        setattr(builtins, name, spy if name == 'list' else getattr(builtins, name))\n"
+             "    return x * 2\n")
+    half = "import builtins\nprint('REACHED', builtins.__dict__.get('_reached', False))\n" + RIGHT["ex_half"]
+    points, result = grade(course, "patched-builtin", double=cheat, half=half)
+    printed = [o.get("text", "") for c in nbformat.reads(result.autograded, 4).cells if c.cell_type == "code"
+               for o in c.get("outputs", []) if "REACHED" in str(o.get("text", ""))]
+    assert printed and "REACHED False" in printed[0], ("the grader's check ran the student's list()", printed,
+                                                       result.notes)
+    assert points["ex_double"] == 0, (result.verdicts, result.notes)  # the patch is caught as tampering
 
 
 def test_dropping_a_helpers_defaults_is_refused(course):

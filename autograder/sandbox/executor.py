@@ -560,18 +560,21 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                     if owners.get(w) in TOOLS and not klass.__flags__ & immutable)
     builtin_names = frozenset(k for k in builtins.__dict__ if not k.startswith("__"))
     is_, len_, all_, map_, zip_, type_ = operator.is_, len, all, map, zip, type
+    # and these, which the student may replace in builtins while a test runs: the checks below run with
+    # the guard's policy off, and must not call the student's code
+    list_, callable_, id_, enumerate_ = list, callable, id, enumerate
     from itertools import repeat
     dict_keys, dict_values, dict_get = dict.keys, dict.values, dict.get
     proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
         types.MappingProxyType.get
     missing = object()
-    expected_gns: list = [(), ((), (), None)]  # the (name, value) pairs; then names, values, their getter
+    expected_gns: list = [(), ((), None)]  # the (name, value) pairs; then the values and a getter of the names
     verify_found: list[str] = []
 
     def module_changes(name, d, keys, values, key_set) -> list[str]:
         if len_(d) == len_(keys) and all_(map_(is_, values, dict_values(d))) and all_(map_(is_, keys, dict_keys(d))):
             return []
-        present = list(dict_keys(d))
+        present = list_(dict_keys(d))
         if not all_([type_(k) is str_type for k in present]):
             return [f"{name}[a key that is not a name]"]
         moved = [k for k, v in zip_(keys, values) if dict_get(d, k, missing) is not v]
@@ -582,8 +585,8 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         if len_(cd) == len_(keys) and all_(map_(is_, values, proxy_values(cd))):
             return []
         return ([f"{where}.{k}" for k, v in zip_(keys, values) if proxy_get(cd, k, missing) is not v]
-                + [f"{where}.{k}" for k in list(proxy_keys(cd)) if k not in key_set
-                   and not k.startswith("__") and callable(proxy_get(cd, k))])
+                + [f"{where}.{k}" for k in list_(proxy_keys(cd)) if k not in key_set
+                   and not k.startswith("__") and callable_(proxy_get(cd, k))])
 
     tables = tuple((w, c, items, keys) for w, c, items, keys in snapshot.containers if owners.get(w) in TOOLS)
 
@@ -598,18 +601,18 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             same = len_(table) == len_(items) and all_(map_(is_, items, table))
         else:  # a set: unchanged, it iterates in the order it had; else its members are looked up by id
             same = len_(table) == len_(items) and (all_(map_(is_, items, table)) or all_(
-                map_(table_ids[id(table)].__contains__, map_(id, table))))
+                map_(table_ids[id_(table)].__contains__, map_(id_, table))))
         return [] if same else [where]
 
     def gns_changes() -> list[str]:
         pairs = expected_gns[0]
         if not pairs:
             return []
-        if not all_(map_(is_, map_(type_, list(dict_keys(gns))), repeat(str_type))):
+        if not all_(map_(is_, map_(type_, list_(dict_keys(gns))), repeat(str_type))):
             return ["the notebook's namespace (a key that is not a name)"]
         # Every key is an exact str now, so looking ours up runs no code of the student's; in C, as
         # this runs before every statement of a test (a loop of 100,000 rounds in chapter 02).
-        _, values, look_up = expected_gns[1]
+        values, look_up = expected_gns[1]
         try:
             if all_(map_(is_, look_up(gns), values)):
                 return []
@@ -625,7 +628,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     # sets have no tag and are compared every time.
     dict_tables = tuple(entry for entry in tables if type_(entry[1]) is dict)
     other_tables = tuple(entry for entry in tables if type_(entry[1]) is not dict)
-    table_ids = {id(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
+    table_ids = {id_(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
                  for entry in other_tables if type_(entry[1]) is not list}
     watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes] \
         + [(table_changes, entry) for entry in dict_tables]
@@ -635,15 +638,15 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     # The tags read in C (a map of the view's getter), compared with what was seen as one list:
     # verify runs before every statement of a test, and a loop in Python over some 200 views cost
     # more than the statement did.
-    tag_value, as_list = (type_(tags[0]).value.__get__ if tags else None), list
+    tag_value = type_(tags[0]).value.__get__ if tags else None
     tools_seen = seen[:-1]
 
     def verify(args) -> None:
         changed = []
         if tags:
-            now_all = as_list(map_(tag_value, tags))
+            now_all = list_(map_(tag_value, tags))
             if now_all[:-1] != tools_seen:
-                for i, (check, entry) in enumerate(watched):
+                for i, (check, entry) in enumerate_(watched):
                     now = now_all[i]
                     if now != tools_seen[i]:
                         found = check(*entry)
@@ -783,9 +786,9 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             reseed_inputs(cell_seed(index))
             inputs_testing(True)
             expected_gns[0] = tuple((k, v) for k, v in fresh.items() if k not in own and not interpreters(k))
-            names = tuple(k for k, _ in expected_gns[0])
-            if names:  # the first name twice: an itemgetter of one name would not give a tuple
-                expected_gns[1] = (names, tuple(v for _, v in expected_gns[0]) + (expected_gns[0][0][1],),
+            if expected_gns[0]:  # the first name twice: an itemgetter of one name would not give a tuple
+                names = [k for k, _ in expected_gns[0]]
+                expected_gns[1] = (tuple(v for _, v in expected_gns[0]) + (expected_gns[0][0][1],),
                                    operator.itemgetter(*names, names[0]))
             if tags:
                 seen[-1] = -1  # the first check of this test looks

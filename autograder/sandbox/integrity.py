@@ -147,7 +147,7 @@ class Snapshot:
         Displaced values go to `graveyard` rather than being dropped here, so that no
         student finalizer (__del__) runs while the grader's own code is on the stack.
         `functions=False` skips the functions' code and defaults: for when the guard saw no
-        write to any function's (install_guard's "function_writes")."""
+        write to any function's (install_guard's control "functions_written")."""
         return self._restore(graveyard, functions)
 
 
@@ -440,6 +440,9 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     violation, str_type, append = SandboxViolation, str, blocked.append
     returners, consumers = _frame_helpers()
     getframe, get_id, tuple_type, list_type, int_type = sys._getframe, id, tuple, list, int
+    # Builtins as they are now: the hook runs on every event, between and inside the student's statements,
+    # and a builtin it looked up by name (a replaced len that answers 0) would decide what it lets through.
+    len_, type_, all_ = len, type, all
     try:
         from course.inputs import _draw as draw
     except ImportError:  # a course without the inputs module: nothing draws
@@ -477,10 +480,10 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         return True
 
     def inputs_event(args) -> None:
-        if len(args) != 3 or type(args[2]) is not list_type or type(args[1]) is not tuple_type:
+        if len_(args) != 3 or type_(args[2]) is not list_type or type_(args[1]) is not tuple_type:
             return
         op, params, box = args
-        if type(op) is not str_type or not all(type(p) is int_type for p in params):
+        if type_(op) is not str_type or not all_(type_(p) is int_type for p in params):
             return
         if testing[0] and op != "seed" and op != "drawn":  # reading the seed or the count draws nothing
             busy[0] = True
@@ -496,7 +499,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
             box.append(stream_seed[0])
         elif op == "drawn":
             box.append(drawn[0])
-        elif op == "reseed" and len(params) == 1:
+        elif op == "reseed" and len_(params) == 1:
             stream.seed(params[0])
             stream_seed[0], drawn[0] = params[0], 0
         elif draw is not None and op in ("random", "randint", "randrange"):
@@ -504,10 +507,10 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
             box.append(draw(stream.getrandbits, stream.random, op, params))
 
     def setattr_event(args) -> None:
-        if len(args) < 2 or type(args[1]) is not str_type:
+        if len_(args) < 2 or type_(args[1]) is not str_type:
             return
         name, obj = args[1], args[0]
-        if name in code_attrs and type(obj) is function_type:
+        if name in code_attrs and type_(obj) is function_type:
             busy[0] = True  # reading __code__ is an audit event too
             try:
                 ours = get_id(code_of(obj)) in grader_codes
@@ -524,7 +527,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         raise violation(f"{what} is not allowed while the notebook is graded; see the course's grading guide")
 
     def hook(event, args):
-        if event in attr_writes and len(args) > 1 and type(args[1]) is str_type and args[1] in code_attrs:
+        if event in attr_writes and len_(args) > 1 and type_(args[1]) is str_type and args[1] in code_attrs:
             function_writes[0] += 1  # counted even from trusted code: restore then looks at every function
         if busy[0]:
             return
@@ -545,7 +548,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         if event in frame_events:
             pass
         elif event == "object.__getattr__":
-            if len(args) < 2 or type(args[1]) is not str_type or args[1] not in frame_attrs:
+            if len_(args) < 2 or type_(args[1]) is not str_type or args[1] not in frame_attrs:
                 return
         elif event.startswith("ctypes."):
             if allow_native:
