@@ -247,6 +247,23 @@ def test_a_memory_bomb_hits_the_memory_limit(course):
     assert any("out of memory" in n for n in result.notes), result.notes
 
 
+FILL_TO_THE_LAST_BYTE = ("hog = []\nfor size in (50 * 1024 ** 2, 1024 ** 2, 4096, 64):\n    try:\n"
+                         "        while True:\n            hog.append(bytearray(size))\n"
+                         "    except MemoryError:\n        pass\n")
+
+
+@pytest.mark.parametrize("then", ["", "raise MemoryError('full')"], ids=["caught", "raised"])
+def test_memory_filled_to_the_last_byte_costs_only_its_cell(course, then):
+    """The bomb above leaves up to 50 MiB free, by chance; this one fills the limit to the last
+    byte and keeps it. The kernel's reserve (executor.MEMORY_RESERVE_BYTES) is given up after the
+    cell, so the kernel lives on and the tests after it have memory to run in."""
+    points, result = grade(course, "memory-full-" + (then and "raised"), double=RIGHT["ex_double"],
+                           cheat=FILL_TO_THE_LAST_BYTE + then, limits={"memory_bytes": 2 * 1024 ** 3})
+    assert points["ex_double"] == 2 and points["ex_half"] == 1, (points, result.notes)
+    assert any("ex_double: ran out of memory" in n for n in result.notes), result.notes
+    assert not any("restarted" in n or "died" in n for n in result.notes), result.notes
+
+
 def test_a_fork_bomb_hits_the_process_limit(course):
     """Children that stay alive: the 33rd fork fails, the cell ends, the children are killed."""
     bomb = ("import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(120)\n"

@@ -360,7 +360,8 @@ class Grader:
                 notes.append(f"{where}: the output was cut after {self.sandbox.limits.output_chars} characters "
                              f"({outcome['dropped']} more were not kept)")
             text = f"{outcome.get('ename')}: {outcome.get('evalue')}"
-            if outcome.get("ename") == "MemoryError" or "can't allocate memory" in text:
+            if (outcome.get("ename") == "MemoryError" or "can't allocate memory" in text
+                    or outcome.get("memory_full") is True):
                 notes.append(f"{where}: ran out of memory (the limit is "
                              f"{self.sandbox.limits.memory_bytes / 1024 ** 3:g} GiB per process)")
             if outcome.get("ename") in ("BlockingIOError", "OSError") and "Resource temporarily unavailable" in text:

@@ -22,6 +22,7 @@ import builtins
 import gc
 import json
 import marshal
+import mmap
 import operator
 import os
 import resource
@@ -34,6 +35,11 @@ import types
 from autograder.sandbox.integrity import Snapshot, install_guard
 
 TEXT_LIMIT_DEFAULT = 100_000
+# Address space the kernel keeps back from the student's code for its own work between cells and for
+# the cells after one that filled the memory limit (a list that grows until MemoryError, kept in a
+# global): without it the grader's next step fails for want of a few bytes and the kernel dies, and
+# every replay after a restart fills the memory again. The student's code can use the limit less this.
+MEMORY_RESERVE_BYTES = 64 * 1024 ** 2
 
 
 class _Capture:
@@ -81,6 +87,29 @@ class _Capture:
 
     def text(self) -> str:
         return "".join(p for p in self.parts if type(p) is str)
+
+
+def _memory_reserve():
+    """(take, give_back, room): take() maps MEMORY_RESERVE_BYTES of untouched address space, or
+    returns None when there is not that much left under the memory limit; room(n) says whether n
+    more bytes could be mapped now. Bound to mmap as imported here, before any student code runs."""
+    new, close, private = mmap.mmap, mmap.mmap.close, mmap.MAP_PRIVATE
+    size = MEMORY_RESERVE_BYTES
+
+    def take(n=size):
+        try:
+            return new(-1, n, flags=private)
+        except (OSError, MemoryError, ValueError):
+            return None
+
+    def room(n) -> bool:
+        probe = take(n)
+        if probe is None:
+            return False
+        close(probe)
+        return True
+
+    return take, close, room
 
 
 def _limits(job: dict) -> None:
@@ -336,13 +365,17 @@ def _cell_thread(original_mask):
 
 
 def _run_cell(task: dict) -> None:
-    """The cell's thread (see _cell_thread): wait for the go, run the cell, write the outcome in `task`."""
-    if task["set_sentinel"] is not None:
-        sentinel = task["set_sentinel"]()  # unlocked; this thread holds it until its state is deleted
-        sentinel.acquire()
-        task["sentinel"] = sentinel
-        sentinel = None
-    task["ready"].release()
+    """The cell's thread (see _cell_thread): wait for the go, run the cell, write the outcome in `task`.
+    "ready" is released whatever happens, so that the kernel never waits on a thread that could not
+    make its sentinel (no memory left): it finds task["sentinel"] unset and runs nothing."""
+    try:
+        if task["set_sentinel"] is not None:
+            sentinel = task["set_sentinel"]()  # unlocked; this thread holds it until its state is deleted
+            sentinel.acquire()
+            task["sentinel"] = sentinel
+            sentinel = None
+    finally:
+        task["ready"].release()
     task["go"].acquire()
     task["context"].run(_cell_body, task)
 
@@ -682,6 +715,8 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
     grad_mode = [True]
     from autograder.sandbox.integrity import exact_str
+    take_reserve, give_back, room = _memory_reserve()
+    reserve = [take_reserve()]
 
     def receive():
         head = b""
@@ -801,19 +836,34 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         compiled = None
         task["ready"].acquire()
         task["go"].acquire()
+        if reserve[0] is None and room(2 * MEMORY_RESERVE_BYTES):  # the student's code gave memory back
+            reserve[0] = take_reserve()
         sysd["stdout"], sysd["stderr"] = stdout, stderr
-        handle = start_cell_thread(task)
-        task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
-        set_untrusted(True)
-        gc_enable()
-        task["go"].release()
-        if handle is None:
-            task["sentinel"].acquire()  # released once the thread is gone, its state and finalizers included
+        try:
+            handle = start_cell_thread(task)
+        except RuntimeError as e:  # "can't start new thread": out of memory or of processes
+            handle, started = None, False
+            task["evalue"] = f"this cell could not start ({e}): the memory or the process limit is used up"
         else:
-            handle.join()
+            task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
+            started = handle is not None or task["sentinel"] is not None
+            if not started:
+                task["evalue"] = "this cell could not start: the kernel had no memory left for it"
+        if started:
+            set_untrusted(True)
+            gc_enable()
+            task["go"].release()
+            if handle is None:
+                task["sentinel"].acquire()  # released once the thread is gone, its state and finalizers included
+            else:
+                handle.join()
         # ---- the guarded stretch: no student code runs until the next cell starts.
         gc_disable()
         set_untrusted(False)
+        memory_full = reserve[0] is not None and not room(MEMORY_RESERVE_BYTES)
+        if memory_full:  # the cell filled the memory limit and holds on to it: the reserve is for what follows
+            give_back(reserve[0])
+            reserve[0] = None
         inputs_testing(False)
         status, ename, evalue, result = (exact_str(task["status"], "error"), exact_str(task["ename"], "Exception"),
                                          exact_str(task["evalue"]), task["result"])
@@ -872,7 +922,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                    ("evalue", evalue), ("stdout", out_text), ("stderr", err_text),
                    ("dropped", out_dropped + err_dropped), ("result", result),
                    ("changed", sensitive), ("tampered", tampered), ("rebound", rebound),
-                   ("blocked", [b for b in blocked if type(b) is str_type])])
+                   ("blocked", [b for b in blocked if type(b) is str_type]), ("memory_full", memory_full)])
         return locals()
 
     while True:
