@@ -118,6 +118,59 @@ def test_counts_atomics_by_memory_space():
     assert report.counts.global_atomics == 3
 
 
+# ------------------------------------------------------- how a block's threads take turns
+
+def test_a_racy_read_modify_write_of_global_memory_loses_updates_every_time():
+    """Each thread's turn ends before its store to global memory, so the block's threads all read
+    before any writes: `total[0] += 1` without an atomic comes out visibly wrong on every run, never
+    right by luck of the timing. The same with atomicAdd counts every thread."""
+    src = r"""
+    extern "C" __global__ void racy(float* total) { total[0] += 1.0f; }
+    extern "C" __global__ void atomic(float* total) { atomicAdd(total, 1.0f); }"""
+    module = Module(src)
+    for _ in range(3):
+        racy, atomic = torch.zeros(1), torch.zeros(1)
+        module.get_function("racy")((2,), (64,), (racy,))
+        module.get_function("atomic")((2,), (64,), (atomic,))
+        assert racy.item() < 64, racy.item()
+        assert atomic.item() == 128
+
+
+def test_a_thread_spinning_on_memory_lets_the_thread_it_waits_for_run():
+    """A thread that waits for another's store (a flag in global memory) gets no turn forever: after a
+    slice of memory accesses the others run, so the flag is set and the launch ends, as on a GPU."""
+    src = r"""
+    extern "C" __global__ void handshake(volatile int* flag, int* seen) {
+        if (threadIdx.x == 0) {
+            while (flag[0] == 0) {}
+            seen[0] = 1;
+        } else if (threadIdx.x == blockDim.x - 1) {
+            flag[0] = 1;
+        }
+    }"""
+    flag, seen = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    Kernel(src, "handshake")((1,), (256,), (flag, seen), timeout=20)
+    assert flag.item() == 1 and seen.item() == 1
+
+
+def test_every_thread_of_a_large_block_runs_with_its_own_index_and_stack():
+    """1024 threads, each with a local array on its own stack and a barrier between writing and reading
+    it: every thread sees its own values back, and its own threadIdx after each switch."""
+    src = r"""
+    extern "C" __global__ void own(int* out) {
+        int local[64];
+        for (int k = 0; k < 64; ++k) local[k] = threadIdx.x * 64 + k;
+        __syncthreads();
+        int sum = 0;
+        for (int k = 0; k < 64; ++k) sum += local[k];
+        __syncthreads();
+        out[blockIdx.x * blockDim.x + threadIdx.x] = sum - 64 * 63 / 2 - (int)threadIdx.x * 64 * 64;
+    }"""
+    out = torch.full((2 * 1024,), -1, dtype=torch.int32)
+    Kernel(src, "own")((2,), (1024,), (out,))
+    assert torch.equal(out, torch.zeros_like(out)), out.nonzero()[:5]
+
+
 # ------------------------------------------------------- what a GPU leaves undefined
 
 def test_uninitialised_shared_memory_reads_as_nan():

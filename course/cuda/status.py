@@ -79,7 +79,7 @@ def describe() -> str:
     env = environment()
     lines = [f"{k}: {v if v not in (None, False) else 'no'}" for k, v in env.items()]
     if not torch.cuda.is_available():
-        lines.append("No GPU here: kernels on CPU tensors run on the emulator (one OS thread per CUDA thread); "
+        lines.append("No GPU here: kernels on CPU tensors run on the emulator (each CUDA thread a thread of its own, one block at a time); "
                      "it does not model warp lock-step, the GPU's weak memory ordering, or timing.")
     return "\n".join(lines)
 

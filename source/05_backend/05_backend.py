@@ -36,7 +36,9 @@
 # it compiles the kernel with NVRTC (through `cupy.RawKernel`) and launches it
 # on the GPU, on memory that torch's caching allocator owns. Given CPU tensors,
 # it runs the **same source** on the course's CUDA **emulator**: the kernel is
-# compiled with g++ and each CUDA thread becomes an OS thread. The emulator
+# compiled with g++ and each CUDA thread becomes a fiber, a thread of its own
+# that the emulator switches to and from itself (at a barrier, a shuffle, a
+# store to global memory) rather than leaving it to the OS. The emulator
 # checks more than a GPU does — an access just past a tensor, shared memory
 # touched by two threads with no `__syncthreads()` between them, a barrier not
 # every thread reaches — but it is slow, and it does not model how a warp's
@@ -2185,8 +2187,8 @@ def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 # reading it. And `launch_sum_rows_warp(out, x, max_blocks=MAX_BLOCKS)`, with
 # blocks of `reduction_threads(cols, SUM_THREADS)` threads, as before.
 #
-# The emulator runs the 32 threads of a warp as 32 OS threads: as on a GPU
-# since Volta, a shuffle waits for every lane named in the mask, and a lane that
+# The emulator runs the 32 threads of a warp as 32 independent threads: as on a
+# GPU since Volta, a shuffle waits for every lane named in the mask, and a lane that
 # does not take part (a thread that returned early) gives NaN and a warning
 # instead of a value.
 

@@ -1,5 +1,7 @@
 """The CUDA C emulator: kernels compiled by g++ against cuda_emu.h and run on
-the CPU, one OS thread per CUDA thread, one block at a time.
+the CPU, one block at a time, each CUDA thread a fiber (a user-level thread) of
+one OS thread; the check="bounds"/"races" harnesses run one OS thread per CUDA
+thread, which is what AddressSanitizer and ThreadSanitizer watch.
 
 - build.py     rewrites, compiles and caches (shared library or sanitizer executable)
 - launch.py    ordinary launches, in this process, with memory counters
@@ -8,8 +10,9 @@ the CPU, one OS thread per CUDA thread, one block at a time.
 """
 
 LIMITS = """\
-The emulator runs your kernel on the CPU, one OS thread per CUDA thread and one
-block at a time. It checks what a GPU does not (barriers every thread reaches,
+The emulator runs your kernel on the CPU, one block at a time, each CUDA thread
+a thread of its own that runs until it waits (a barrier, a shuffle) or stores
+to global memory, where the others get their turn. It checks what a GPU does not (barriers every thread reaches,
 shuffles from lanes that exist, and with check="bounds"/"races" out-of-bounds
 accesses and missing barriers), but it does NOT model:
   - warp lock-step: the 32 threads of a warp run independently here;

@@ -1,5 +1,5 @@
 // cuda_emu.h: enough of CUDA C for the course's kernels to compile with g++
-// and run on the CPU, one OS thread per CUDA thread, one block at a time.
+// and run on the CPU, one block at a time (runtime.cpp says how its threads run).
 //
 // Every kernel the emulator builds is compiled with this header in front of
 // it.  Students may read it to see what a CUDA builtin "is"; the machinery

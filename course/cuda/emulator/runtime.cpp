@@ -1,10 +1,19 @@
 // runtime.cpp: the machinery behind cuda_emu.h.
 //
-// One launch at a time.  A launch runs its blocks one after another; each
-// block runs as blockDim.x*y*z OS threads taken from a pool that lives as
-// long as the process, so that threads are created once, not per block.
-// Worker i always runs the thread of linear index i, which is what lets a
-// sanitizer report name a CUDA thread from an OS thread's name.
+// One launch at a time.  A launch runs its blocks one after another.
+//
+// In an ordinary launch a block's CUDA threads are fibers (user-level threads,
+// ucontext) on one OS thread of a pool that lives as long as the process: a
+// fiber runs until it waits (a barrier, a warp function), returns, or has made
+// kSlice memory accesses, and before each store to global memory it lets the
+// others run first, so that two threads' read-modify-write of the same element
+// interleave and a lost update shows in the results (on a GPU it may or may
+// not).  A switch costs well under a microsecond; waking an OS thread per CUDA
+// thread cost tens (most of a small launch's time).  The sanitizer harnesses
+// (-DEMU_SANITIZE) keep one OS thread per CUDA thread: AddressSanitizer and
+// ThreadSanitizer watch OS threads, and worker i always runs the thread of
+// linear index i, which is what lets a report name a CUDA thread from an OS
+// thread's name.
 //
 //   __syncthreads()   a barrier over the block's threads that have not
 //                     returned; a barrier some threads skip by returning is
@@ -36,6 +45,8 @@
 // __noinline__ that libstdc++ spells inside its own attributes.
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +71,10 @@ dim3 emu_block_dim;
 dim3 emu_grid_dim;
 alignas(64) unsigned char emu_dynamic_shared[EMU_MAX_DYNAMIC_SHARED];
 }
+
+#ifndef EMU_SANITIZE
+#define EMU_FIBERS 1
+#endif
 
 namespace {
 
@@ -182,6 +197,176 @@ __thread uintptr_t t_stack_lo = 0, t_stack_hi = 0;
 __thread unsigned t_block = 0, t_epoch = 0, t_wsync = 0;
 std::atomic<unsigned> g_block_serial{0};
 
+#ifdef EMU_FIBERS
+// ---------------------------------------------------------------- fibers
+//
+// Everything above that is per CUDA thread lives in the OS thread's TLS, as
+// the kernel's code reads it (threadIdx is emu_thread_idx): a switch saves it
+// into the fiber that leaves and loads that of the fiber that comes in.
+//
+// The switch itself: on x86-64 six callee-saved registers and the stack
+// pointer (what a function call may not change; the rest the compiler saves
+// around the call), a few nanoseconds; elsewhere ucontext, whose swapcontext
+// also sets the signal mask, a system call each time.
+constexpr size_t kFiberStack = 256 * 1024;  // a GPU thread gets 1 KiB by default
+constexpr int kSlice = 4096;                // memory accesses between two turns of a fiber
+
+enum FiberState { FIBER_READY, FIBER_DONE, FIBER_PARKED };
+
+struct Fiber {
+#if defined(__x86_64__)
+  void* sp = nullptr;
+#else
+  ucontext_t ctx;
+#endif
+  char* stack = nullptr;  // kFiberStack bytes above a guard page
+  int state = FIBER_READY;
+  bool yielded_waiting = false;  // its last turn only found a wait still unmet
+  uint3 thread_idx{};
+  int tid = 0, lane = 0;
+  Warp* warp = nullptr;
+  Counters* counters = nullptr;
+  unsigned block = 0, epoch = 0, wsync = 0;
+  int budget = kSlice;
+};
+
+// The runner's side of the switch: where it resumes when a fiber's turn ends.
+struct Scheduler {
+#if defined(__x86_64__)
+  void* sp = nullptr;
+#else
+  ucontext_t ctx;
+#endif
+};
+
+std::vector<Fiber*> g_fibers;
+__thread Scheduler* t_scheduler = nullptr;
+__thread Fiber* t_fiber = nullptr;
+__thread int t_budget = kSlice;
+
+void fiber_main(Fiber* f);
+
+#if defined(__x86_64__)
+// emu_fiber_switch(save, to): push the callee-saved registers, store the stack
+// pointer in *save, take `to` as the stack pointer, pop, return there.
+// emu_fiber_start: where a new fiber's first switch returns; calls r13(r12).
+extern "C" void emu_fiber_switch(void** save, void* to);
+extern "C" void emu_fiber_start();
+asm(R"(
+  .text
+  .p2align 4
+  .globl emu_fiber_switch
+  .hidden emu_fiber_switch
+  .type emu_fiber_switch, @function
+emu_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_fiber_switch, .-emu_fiber_switch
+  .p2align 4
+  .globl emu_fiber_start
+  .hidden emu_fiber_start
+  .type emu_fiber_start, @function
+emu_fiber_start:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size emu_fiber_start, .-emu_fiber_start
+)");
+
+void fiber_prepare(Fiber* f) {
+  // The frame emu_fiber_switch pops: r15 r14 r13 r12 rbx rbp, then the return
+  // address; after it, the stack is 16-byte aligned as a call expects.
+  uintptr_t top = (reinterpret_cast<uintptr_t>(f->stack) + kFiberStack) & ~uintptr_t(15);
+  void** frame = reinterpret_cast<void**>(top - 72);
+  frame[0] = frame[1] = nullptr;                           // r15, r14
+  frame[2] = reinterpret_cast<void*>(&fiber_main);         // r13: what emu_fiber_start calls
+  frame[3] = f;                                            // r12: its argument
+  frame[4] = frame[5] = nullptr;                           // rbx, rbp
+  frame[6] = reinterpret_cast<void*>(&emu_fiber_start);    // where the switch returns
+  f->sp = frame;
+}
+inline void switch_to_fiber(Scheduler* s, Fiber* f) { emu_fiber_switch(&s->sp, f->sp); }
+inline void switch_to_scheduler(Fiber* f, Scheduler* s) { emu_fiber_switch(&f->sp, s->sp); }
+#else
+void fiber_trampoline(unsigned hi, unsigned lo) {
+  fiber_main(reinterpret_cast<Fiber*>((uintptr_t(hi) << 32) | lo));
+}
+void fiber_prepare(Fiber* f) {
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = kFiberStack;
+  f->ctx.uc_link = nullptr;
+  uintptr_t p = reinterpret_cast<uintptr_t>(f);
+  makecontext(&f->ctx, reinterpret_cast<void (*)()>(fiber_trampoline), 2, unsigned(p >> 32), unsigned(p));
+}
+inline void switch_to_fiber(Scheduler* s, Fiber* f) { swapcontext(&s->ctx, &f->ctx); }
+inline void switch_to_scheduler(Fiber* f, Scheduler* s) { swapcontext(&f->ctx, &s->ctx); }
+#endif
+
+bool grow_fibers(int n) {
+  while ((int)g_fibers.size() < n) {
+    long page = sysconf(_SC_PAGESIZE);
+    void* p = mmap(nullptr, kFiberStack + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return false;
+    mprotect(p, page, PROT_NONE);  // an overflowing stack faults here, not in the next fiber's stack
+    Fiber* f = new Fiber;
+    f->stack = static_cast<char*>(p) + page;
+    g_fibers.push_back(f);
+  }
+  return true;
+}
+
+// Back to the runner: this fiber's turn ends (`waiting`: it came back to a wait it found unmet
+// in its last turn as well, and did nothing else; the runner calls a round of only those a deadlock).
+void fiber_yield(bool waiting) {
+  Fiber* f = t_fiber;
+  f->yielded_waiting = waiting;
+  f->thread_idx = emu_thread_idx;
+  f->tid = t_tid;
+  f->lane = t_lane;
+  f->warp = t_warp;
+  f->counters = t_counters;
+  f->block = t_block;
+  f->epoch = t_epoch;
+  f->wsync = t_wsync;
+  f->budget = t_budget;
+  switch_to_scheduler(f, t_scheduler);
+}
+
+void fiber_resume(Fiber* f, Scheduler* scheduler) {
+  emu_thread_idx = f->thread_idx;
+  t_tid = f->tid;
+  t_lane = f->lane;
+  t_warp = f->warp;
+  t_counters = f->counters;
+  t_block = f->block;
+  t_epoch = f->epoch;
+  t_wsync = f->wsync;
+  t_budget = f->budget;
+  t_stack_lo = reinterpret_cast<uintptr_t>(f->stack);
+  t_stack_hi = t_stack_lo + kFiberStack;
+  t_scheduler = scheduler;
+  t_fiber = f;
+  f->yielded_waiting = false;
+  switch_to_fiber(scheduler, f);
+  t_fiber = nullptr;
+}
+#endif
+
 // The race check's memory of one 4-byte word of shared memory: the last write
 // and the reads since, in the current block.
 struct ShadowWord {
@@ -294,7 +479,15 @@ int barrier(int line, int op, int predicate) {
     w.what = "__syncthreads()";
     w.kind = AT_SYNCTHREADS;
     L.blocked++;
+#ifdef EMU_FIBERS
+    for (bool again = false; L.generation == my_generation && !L.abort; again = true) {
+      lk.unlock();  // the others run until the last one arrives
+      fiber_yield(again);
+      lk.lock();
+    }
+#else
     L.cv.wait(lk, [&] { return L.generation != my_generation || L.abort; });
+#endif
     w.kind = NOT_WAITING;
     if (L.generation == my_generation) throw Abort();
   }
@@ -353,6 +546,7 @@ int classify(Launch& L, uintptr_t a, int* shared = nullptr) {
 
 [[noreturn]] void park();
 void give_up(Launch& L, const std::string& why);
+std::string describe_waits(Launch& L);
 
 // How far outside a tensor an access still counts as "just past it".  An
 // off-by-one or a missing bound lands here; nothing the kernel may touch
@@ -529,6 +723,14 @@ inline void count_access(uintptr_t a, unsigned long long bytes, int store, void*
     unsigned which;
     if (near_a_tensor(L, a, &which) && !belongs_elsewhere(a)) out_of_bounds(L, a, bytes, store, which, pc);
   }
+#ifdef EMU_FIBERS
+  // The others' turn before a global store (a racy read-modify-write loses updates, visibly), and
+  // every kSlice accesses (a thread that spins on memory another thread will write lets it run).
+  if ((space == 1 && store) || --t_budget <= 0) {
+    t_budget = kSlice;
+    fiber_yield(false);
+  }
+#endif
 }
 
 void count_atomic(void* p) {
@@ -547,9 +749,25 @@ void poison_shared(Launch& L) {
 
 // ---------------------------------------------------------------- threads
 
-void run_thread(Worker* me, Launch& L, int tid) {
+// The state of a block before its first thread starts.
+void begin_block(Launch& L, uint3 index) {
+  emu_block_idx = index;
+  L.block_serial = ++g_block_serial;
+  L.live = L.threads;
+  L.live_now = L.threads;
+  L.arrived = 0;
+  L.blocked = 0;
+  for (int i = 0; i < (L.threads + 31) / 32; ++i) {
+    int lanes = std::min(32, L.threads - 32 * i);
+    L.warps[i].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
+    L.warps[i].open.clear();
+  }
+  if (L.counting) poison_shared(L);
+}
+
+// One CUDA thread, start to end, on whatever stack it was given.
+void run_cuda_thread(Launch& L, int tid) {
   t_launch = &L;
-  t_worker = me;
   t_tid = tid;
   t_lane = tid % 32;
   t_warp = &L.warps[tid / 32];
@@ -571,9 +789,89 @@ void run_thread(Worker* me, Launch& L, int tid) {
   for (int i = 0; i < EMU_COUNTERS; ++i)
     if (counters.c[i]) L.totals[i] += counters.c[i];
   thread_returned(L, tid);
-  me->state = WORKER_IDLE;
+}
+
+void block_done(Launch& L, int threads) {
   std::lock_guard<std::mutex> lk(L.done_m);
-  if (++L.done == L.threads) L.done_cv.notify_all();
+  L.done += threads;
+  if (L.done >= L.threads) L.done_cv.notify_all();
+}
+
+#ifdef EMU_FIBERS
+void fiber_main(Fiber* f) {
+  run_cuda_thread(*t_launch, f->tid);
+  f->state = FIBER_DONE;
+  switch_to_scheduler(f, t_scheduler);  // never resumed: the next block prepares it anew
+  abort();
+}
+
+// The block's threads as fibers, taken in turn until each has returned, the
+// launch is given up, or a whole round of turns changes nothing (every live
+// thread waits on something no other can bring: a deadlock).
+void run_block(Worker* me, Launch& L) {
+  Scheduler scheduler;
+  Launch* launch = &L;
+  for (int tid = 0; tid < L.threads; ++tid) {
+    Fiber* f = g_fibers[tid];
+    fiber_prepare(f);
+    f->state = FIBER_READY;
+    f->thread_idx = uint3{};
+    f->tid = tid;
+    f->lane = tid % 32;
+    f->warp = &L.warps[tid / 32];
+    f->counters = nullptr;
+    f->block = L.block_serial;
+    f->epoch = f->wsync = 0;
+    f->budget = kSlice;
+  }
+  int left = L.threads;
+  while (left > 0 && !L.abort) {
+    unsigned long long progress = L.progress;
+    bool moved = false;  // a turn that did more than find its wait still unmet
+    for (int tid = 0; tid < L.threads && !L.abort; ++tid) {
+      Fiber* f = g_fibers[tid];
+      if (f->state == FIBER_DONE || f->state == FIBER_PARKED) continue;
+      t_launch = launch;
+      t_worker = me;
+      fiber_resume(f, &scheduler);
+      if (f->state == FIBER_DONE || f->state == FIBER_PARKED) {
+        left--;
+        moved = true;
+      } else if (!f->yielded_waiting) {
+        moved = true;
+      }
+    }
+    if (left > 0 && !moved && L.progress == progress && !L.abort) give_up(L, describe_waits(L));
+  }
+}
+#endif
+
+bool failed(Launch& L) {
+  if (L.abort) return true;
+  std::lock_guard<std::mutex> lk(L.warn_m);
+  return !L.error.empty();
+}
+
+void run_thread(Worker* me, Launch& L, int tid) {
+#ifdef EMU_FIBERS
+  (void)tid;  // the runner: every block of the grid, in order, until one fails
+  const emu_launch_config& cfg = *L.cfg;
+  bool stop = false;
+  for (unsigned z = 0; !stop && z < cfg.grid[2]; ++z)
+    for (unsigned y = 0; !stop && y < cfg.grid[1]; ++y)
+      for (unsigned x = 0; !stop && x < cfg.grid[0]; ++x) {
+        begin_block(L, uint3{x, y, z});
+        run_block(me, L);
+        stop = failed(L);
+      }
+  me->state = WORKER_IDLE;
+  block_done(L, L.threads);
+#else
+  t_worker = me;
+  run_cuda_thread(L, tid);
+  me->state = WORKER_IDLE;
+  block_done(L, 1);
+#endif
 }
 
 // A thread caught in the memory counter of a launch that was given up (say,
@@ -582,12 +880,17 @@ void run_thread(Worker* me, Launch& L, int tid) {
 [[noreturn]] void park() {
   Launch& L = *t_launch;
   t_counters = nullptr;
+#ifdef EMU_FIBERS
+  // A fiber is simply never taken again; its stack is made anew for the next block.
+  t_fiber->state = FIBER_PARKED;
+  fiber_yield(false);
+  (void)L;
+  abort();  // not reached: the runner never resumes a parked fiber
+#else
   t_worker->state = WORKER_PARKED;
-  {
-    std::lock_guard<std::mutex> lk(L.done_m);
-    if (++L.done == L.threads) L.done_cv.notify_all();
-  }
+  block_done(L, 1);
   for (;;) pause();
+#endif
 }
 
 void* worker_main(void* arg) {
@@ -782,7 +1085,15 @@ void emu_warp_exchange(unsigned mask, unsigned long long value, const char* what
     tw.kind = AT_WARP;
     r->waiting++;
     L.blocked++;
+#ifdef EMU_FIBERS
+    for (bool again = false; !r->done && !L.abort.load(); again = true) {
+      lk.unlock();
+      fiber_yield(again);
+      lk.lock();
+    }
+#else
     w.cv.wait(lk, [&] { return r->done || L.abort.load(); });
+#endif
     tw.kind = NOT_WAITING;
     if (!r->done) throw Abort();
   }
@@ -875,46 +1186,54 @@ int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* mo
 #else
   L->counting = true;
 #endif
-  int nwarps = (L->threads + 31) / 32;
-  L->warps.reset(new Warp[nwarps]);
+  L->warps.reset(new Warp[(L->threads + 31) / 32]);
   L->waits.reset(new ThreadWait[L->threads]);
   emu_block_dim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
   emu_grid_dim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
-  if (!grow_pool(L->threads)) {
+#ifdef EMU_FIBERS
+  const int workers = 1;  // one OS thread runs the block's fibers
+  bool started = grow_pool(1) && grow_fibers(L->threads);
+#else
+  const int workers = L->threads;
+  bool started = grow_pool(L->threads);
+#endif
+  if (!started) {
     snprintf(cfg->message, sizeof cfg->message, "could not start %d threads for one block.", L->threads);
     delete L;
     return 1;
   }
   Clock::time_point start = Clock::now();
   bool ok = true;
+  auto hand_out = [&] {
+    for (int i = 0; i < workers; ++i) {
+      Worker* w = g_pool[i];
+      std::lock_guard<std::mutex> lk(w->m);
+      w->state = WORKER_RUNNING;
+      w->launch = L;
+      w->job++;
+      w->cv.notify_one();
+    }
+  };
+#ifdef EMU_FIBERS
+  L->done = 0;
+  hand_out();  // the runner takes the whole grid: one hand-over per launch, not one per block
+  ok = wait_for_block(*L, start);
+  {
+    std::lock_guard<std::mutex> lk(L->warn_m);
+    if (!L->error.empty()) ok = false;
+  }
+#else
   for (unsigned z = 0; ok && z < cfg->grid[2]; ++z)
     for (unsigned y = 0; ok && y < cfg->grid[1]; ++y)
       for (unsigned x = 0; ok && x < cfg->grid[0]; ++x) {
-        emu_block_idx = uint3{x, y, z};
-        L->block_serial = ++g_block_serial;
-        L->live = L->threads;
-        L->live_now = L->threads;
-        L->arrived = 0;
-        L->blocked = 0;
+        begin_block(*L, uint3{x, y, z});
         L->done = 0;
-        for (int i = 0; i < nwarps; ++i) {
-          int lanes = std::min(32, L->threads - 32 * i);
-          L->warps[i].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
-          L->warps[i].open.clear();
-        }
-        if (L->counting) poison_shared(*L);
-        for (int i = 0; i < L->threads; ++i) {
-          Worker* w = g_pool[i];
-          std::lock_guard<std::mutex> lk(w->m);
-          w->state = WORKER_RUNNING;
-          w->launch = L;
-          w->job++;
-          w->cv.notify_one();
-        }
+        hand_out();
         ok = wait_for_block(*L, start);
         std::lock_guard<std::mutex> lk(L->warn_m);
         if (!L->error.empty()) ok = false;
       }
+#endif
   fflush(stdout);
 
   for (int i = 0; i < EMU_COUNTERS; ++i) cfg->counts[i] = L->totals[i];
@@ -943,7 +1262,7 @@ int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* mo
   // memory), is lost: its slot gets a fresh thread next time, and the launch's
   // state stays allocated for as long as such a thread might still look at it.
   bool leak = false;
-  for (int i = 0; i < L->threads; ++i) {
+  for (int i = 0; i < workers; ++i) {
     Worker* w = g_pool[i];
     int state = w->state;
     if (state == WORKER_IDLE) continue;
@@ -952,6 +1271,10 @@ int emu_run(emu_launch_config* cfg, emu_thunk thunk, void** args, const void* mo
     g_pool[i] = nullptr;
     if (state == WORKER_RUNNING) leak = true;
   }
+#ifdef EMU_FIBERS
+  // A runner still running is on one of the fibers' stacks: the next launch gets stacks of its own.
+  if (leak) new (&g_fibers) std::vector<Fiber*>();
+#endif
   if (leak)
     snprintf(cfg->message + strlen(cfg->message), sizeof cfg->message - strlen(cfg->message),
              "\n(some threads could not be stopped and go on running in the background: restart the Python "
