@@ -208,7 +208,7 @@ std::atomic<unsigned> g_block_serial{0};
 // pointer (what a function call may not change; the rest the compiler saves
 // around the call), a few nanoseconds; elsewhere ucontext, whose swapcontext
 // also sets the signal mask, a system call each time.
-constexpr size_t kFiberStack = 256 * 1024;  // a GPU thread gets 1 KiB by default
+constexpr size_t kFiberStack = 512 * 1024;  // a GPU thread's local memory is at most 512 KiB
 constexpr int kSlice = 4096;                // memory accesses between two turns of a fiber
 
 enum FiberState { FIBER_READY, FIBER_DONE, FIBER_PARKED };
@@ -319,8 +319,8 @@ inline void switch_to_scheduler(Fiber* f, Scheduler* s) { swapcontext(&f->ctx, &
 bool grow_fibers(int n) {
   while ((int)g_fibers.size() < n) {
     long page = sysconf(_SC_PAGESIZE);
-    void* p = mmap(nullptr, kFiberStack + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* p = mmap(nullptr, kFiberStack + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (p == MAP_FAILED) return false;
     mprotect(p, page, PROT_NONE);  // an overflowing stack faults here, not in the next fiber's stack
     Fiber* f = new Fiber;
