@@ -28,7 +28,7 @@ SEEDS_PER_CHAPTER = 50
 FIRST_SEED = int(os.environ.get("COURSE_SWEEP_FIRST_SEED", "0"))
 # Seconds one seed of a chapter's test cells takes on one core (measured); chapters whose sweep would
 # hold one worker for minutes are split so that both workers share them.
-_SECONDS_PER_SEED = {"02_autograd": 3, "04_training": 3, "05_backend": 15}
+_SECONDS_PER_SEED = {"02_autograd": 3, "04_training": 3, "05_backend": 3}
 _SECONDS_PER_CHUNK = 90
 
 
