@@ -3,7 +3,7 @@
 // One launch at a time.  A launch runs its blocks one after another.
 //
 // In an ordinary launch a block's CUDA threads are fibers (user-level threads,
-// ucontext) on one OS thread of a pool that lives as long as the process: a
+// see "fibers" below) on one OS thread of a pool that lives as long as the process: a
 // fiber runs until it waits (a barrier, a warp function), returns, or has made
 // kSlice memory accesses, and before each store to global memory it lets the
 // others run first, so that two threads' read-modify-write of the same element
@@ -207,14 +207,15 @@ std::atomic<unsigned> g_block_serial{0};
 // The switch itself: on x86-64 six callee-saved registers and the stack
 // pointer (what a function call may not change; the rest the compiler saves
 // around the call), a few nanoseconds; elsewhere ucontext, whose swapcontext
-// also sets the signal mask, a system call each time.
+// also sets the signal mask, a system call each time (-DEMU_FIBERS_UCONTEXT
+// takes that path on x86-64 too: how it was tested, with test_cuda_emulator).
 constexpr size_t kFiberStack = 512 * 1024;  // a GPU thread's local memory is at most 512 KiB
 constexpr int kSlice = 4096;                // memory accesses between two turns of a fiber
 
 enum FiberState { FIBER_READY, FIBER_DONE, FIBER_PARKED };
 
 struct Fiber {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(EMU_FIBERS_UCONTEXT)
   void* sp = nullptr;
 #else
   ucontext_t ctx;
@@ -232,7 +233,7 @@ struct Fiber {
 
 // The runner's side of the switch: where it resumes when a fiber's turn ends.
 struct Scheduler {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(EMU_FIBERS_UCONTEXT)
   void* sp = nullptr;
 #else
   ucontext_t ctx;
@@ -246,7 +247,7 @@ __thread int t_budget = kSlice;
 
 void fiber_main(Fiber* f);
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(EMU_FIBERS_UCONTEXT)
 // emu_fiber_switch(save, to): push the callee-saved registers, store the stack
 // pointer in *save, take `to` as the stack pointer, pop, return there.
 // emu_fiber_start: where a new fiber's first switch returns; calls r13(r12).
@@ -335,12 +336,9 @@ bool grow_fibers(int n) {
 void fiber_yield(bool waiting) {
   Fiber* f = t_fiber;
   f->yielded_waiting = waiting;
+  // What a turn can change (tid, lane, warp and block stay as run_block set them).
   f->thread_idx = emu_thread_idx;
-  f->tid = t_tid;
-  f->lane = t_lane;
-  f->warp = t_warp;
   f->counters = t_counters;
-  f->block = t_block;
   f->epoch = t_epoch;
   f->wsync = t_wsync;
   f->budget = t_budget;
