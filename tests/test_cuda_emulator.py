@@ -380,21 +380,25 @@ def test_limits_are_stated_for_students():
 
 # ------------------------------------------------------------------- cache
 
-def test_cached_kernel_launches_in_under_50_ms():
+def test_a_cached_kernel_launches_without_compiling(monkeypatch):
+    # How fast a cached launch is belongs to benchmarks/ (gpu_kernels_smoke); what must hold is that it
+    # never runs the compiler again: a new Kernel object of the same source loads the cached build.
     src = ADD.replace("out[i] = x[i] + y[i];", "out[i] = x[i] + y[i];  // cache test")
     n = 100
     x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
     Kernel(src, "add")((1,), (128,), (out, x, y, np.int32(n)))        # compiles, once
     cached = list(Path(os.environ["COURSE_CUDA_CACHE"]).glob("kernel-*.so"))
-    timings = []
+
+    def no_compiler(cmd, cwd):
+        raise AssertionError(f"a cached kernel was compiled again: {cmd}")
+
+    monkeypatch.setattr(emu_build, "_run_compiler", no_compiler)
     for _ in range(3):
-        start = time.perf_counter()
+        out.zero_()
         Kernel(src, "add")((1,), (128,), (out, x, y, np.int32(n)))    # a new object: from the cache
-        timings.append(time.perf_counter() - start)
-    assert min(timings) < 0.050, timings
+        torch.testing.assert_close(out, x + y)
     assert sorted(Path(os.environ["COURSE_CUDA_CACHE"]).glob("kernel-*.so")) == sorted(cached)
     assert not list(Path(os.environ["COURSE_CUDA_CACHE"]).glob(".*")), "a temporary file was left behind"
-    torch.testing.assert_close(out, x + y)
 
 
 def test_cache_key_follows_source_and_flags():

@@ -165,7 +165,7 @@ def test_from_torch_shares_memory_and_to_torch_round_trips(pt):
 def test_the_reference_module_needs_only_numpy_and_torch(pt):
     code = open(pt.ch01_tensor.__file__).read()
     imports = {line.split()[1].split(".")[0] for line in code.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"math", "threading", "warnings", "collections", "numpy", "torch"}, imports
+    assert imports <= {"functools", "math", "threading", "warnings", "collections", "numpy", "torch"}, imports
     assert "BEGIN SOLUTION" not in code and "course" not in imports
 
 

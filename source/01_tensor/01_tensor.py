@@ -59,6 +59,7 @@ check = Checker("01_tensor")
 # The next cell is given: read it, you will use every name in it.
 
 # %% reference=true
+import functools
 import math
 import threading
 import warnings
@@ -289,15 +290,26 @@ class Tensor:
         return self.dim()
 
     # --- the bridges: to NumPy for arithmetic, to and from torch for tests --------------
+    # Every kernel asks for its inputs' arrays, and making one costs more than most of the arithmetic on a
+    # small tensor: a tensor keeps the array it last made (from_numpy: the one it was made from), with the
+    # layout it was made for, so that a tensor given new memory (`p.data = q`, chapter 03) makes a new one.
+    _numpy = None  # (storage, shape, stride, offset, array)
+
     def numpy(self) -> np.ndarray:
         """A NumPy array over the same memory, with this tensor's shape, strides and offset.
         Writing to it writes to the storage."""
+        made = self._numpy
+        if (made is not None and made[0] is self._storage and made[1] == self._shape and made[2] == self._stride
+                and made[3] == self._offset and made[4].shape == self._shape):
+            return made[4]
         data = self._storage.data
         if 0 in self._shape:
             return np.empty(self._shape, data.dtype)
         item = data.itemsize
-        return np.ndarray(self._shape, data.dtype, buffer=data, offset=self._offset * item,
-                          strides=[s * item for s in self._stride])  # (a list: quicker to build than a tuple(...))
+        array = np.ndarray(self._shape, data.dtype, buffer=data, offset=self._offset * item,
+                           strides=[s * item for s in self._stride])  # (a list: quicker to build than a tuple(...))
+        self._numpy = (self._storage, self._shape, self._stride, self._offset, array)
+        return array
 
     def __len__(self):
         if not self._shape:
@@ -767,7 +779,10 @@ def from_numpy(array) -> Tensor:
     """A contiguous Tensor holding the values of a NumPy array (sharing its memory when it is
     already C-contiguous, copying it otherwise)."""
     array = np.asarray(array, order="C")  # copies only when the array is not C-contiguous (one C call: it runs per op)
-    return Tensor(Storage(array.reshape(-1)), array.shape, contiguous_strides(array.shape), 0)
+    t = Tensor(Storage(array.reshape(-1)), array.shape, contiguous_strides(array.shape), 0)
+    if array.size:
+        t._numpy = (t._storage, t._shape, t._stride, 0, array)  # what t.numpy() would make (see Tensor.numpy)
+    return t
 
 
 def tensor(data, dtype: DType = None) -> Tensor:
@@ -1242,11 +1257,12 @@ def random_layout(draw, dtype=None, max_dims=4, values="positions"):
 def contiguous_strides(shape) -> tuple:
     """The strides of a fresh (contiguous, row-major) tensor of this shape."""
     ### BEGIN SOLUTION
-    strides, step = [], 1
+    strides, step = (), 1
     for size in reversed(tuple(shape)):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+        strides = (step,) + strides
+        if size > 1:  # a dim of size 0 or 1 never steps: it leaves the step as it is
+            step *= size
+    return strides
     ### END SOLUTION
 
 
@@ -1542,6 +1558,8 @@ def infer_size(shape, numel: int) -> tuple:
     """shape with its one -1 replaced, so that it has numel elements; RuntimeError where torch raises."""
     ### BEGIN SOLUTION
     shape = tuple(shape)
+    if -1 not in shape and math.prod(shape) == numel and (not shape or min(shape) >= 0):
+        return shape  # nothing to infer and nothing wrong (most calls): skip the walk below
     inferred, known = None, 1
     for i, size in enumerate(shape):
         if size == -1:
@@ -1566,7 +1584,13 @@ def infer_size(shape, numel: int) -> tuple:
 def view_strides(old_shape, old_stride, new_shape):
     """torch's computeStride: strides that show the same elements in new_shape, or None."""
     ### BEGIN SOLUTION
-    old_shape, old_stride, new_shape = tuple(old_shape), tuple(old_stride), tuple(new_shape)
+    return _view_strides(tuple(old_shape), tuple(old_stride), tuple(new_shape))
+
+
+# A program views the same few layouts again and again (every training step reshapes the same shapes), and
+# the walk below costs Python a microsecond where torch's C++ takes nanoseconds: the answers are remembered.
+@functools.lru_cache(maxsize=4096)
+def _view_strides(old_shape: tuple, old_stride: tuple, new_shape: tuple):
     if not old_shape:
         return (1,) * len(new_shape)
     if math.prod(old_shape) == 0:
@@ -2179,8 +2203,13 @@ for_random_inputs(test_broadcasting, 200)
 def result_type(a, b) -> DType:
     """The dtype torch computes `a op b` in; a and b are Tensors or Python bool/int/float."""
     ### BEGIN SOLUTION
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype:
-        return a.dtype  # the most common call, answered at once: nothing to promote
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor) and a.dtype is b.dtype:
+            return a.dtype  # the most common call, answered at once: nothing to promote
+        if a.dtype.is_floating_point and (type(b) is float or type(b) is int):
+            return a.dtype  # a float tensor and a number (x * 0.5): the tensor's dtype, also answered at once
+    elif isinstance(b, Tensor) and b.dtype.is_floating_point and (type(a) is float or type(a) is int):
+        return b.dtype
     kinds = {"dim": None, "zero": None, "number": None}
     for x in (a, b):
         if isinstance(x, Tensor):
@@ -2318,9 +2347,9 @@ class Elementwise:
         shape = shapes[0] if len(shapes) == 1 or shapes[0] == shapes[1] else broadcast_shapes(*shapes)
 
         def values(x):
+            # (shape is checked above, by broadcast_shapes; NumPy broadcasts by the same rules, so the operands
+            # go to the ufunc as they are, without two more calls each to make the broadcast views first)
             if isinstance(x, Tensor):
-                if x._shape != shape:  # (an operand of the result's shape needs no broadcast: skip its two calls)
-                    x = x.broadcast_to(shape)
                 return x.numpy().astype(dtype.numpy, copy=False)
             return dtype.numpy.type(x)
 

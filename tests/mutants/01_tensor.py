@@ -61,9 +61,9 @@ MUTANTS = {
     "ex_strides": {
         "column-major strides (the first dim varies fastest)": _mutate(
             "ex_strides", ("for size in reversed(tuple(shape)):", "for size in tuple(shape):"),
-            ("return tuple(reversed(strides))", "return tuple(strides)")),
+            ("strides = (step,) + strides", "strides = strides + (step,)")),
         "a dim of size 0 zeroes the strides before it": _mutate(
-            "ex_strides", ("step *= max(size, 1)", "step *= size")),
+            "ex_strides", ("if size > 1:", "if size != 1:")),
         "storage_position forgets the storage offset": _mutate(
             "ex_strides", ("position = offset\n", "position = 0\n")),
     },
@@ -202,9 +202,7 @@ MUTANTS = {
     },
     "ex_elementwise": {
         "reads the storage in row-major order, ignoring strides": _mutate(
-            "ex_elementwise", ("                if x._shape != shape:  # (an operand of the result's shape needs no "
-                               "broadcast: skip its two calls)\n                    x = x.broadcast_to(shape)\n"
-                               "                return x.numpy().astype(dtype.numpy, copy=False)",
+            "ex_elementwise", ("                return x.numpy().astype(dtype.numpy, copy=False)",
                                "                flat = x._storage.data[x._offset:x._offset + x.numel()].reshape(x.shape)\n"
                                "                return np.broadcast_to(flat, shape).astype(dtype.numpy)")),
         "in place writes into a new tensor (the base does not change)": _mutate(
