@@ -366,6 +366,9 @@ class Grader:
                              f"{self.sandbox.limits.memory_bytes / 1024 ** 3:g} GiB per process)")
             if outcome.get("ename") in ("BlockingIOError", "OSError") and "Resource temporarily unavailable" in text:
                 notes.append(f"{where}: reached the process limit ({self.sandbox.limits.processes} processes)")
+            elif outcome.get("ename") == "KernelError" and "could not start" in text:
+                notes.append(f"{where}: could not start: the memory limit or the process limit "
+                             f"({self.sandbox.limits.processes} processes) was used up by what earlier cells left")
             if outcome.get("blocked"):
                 notes.append(f"{where}: refused {', '.join(sorted(set(outcome['blocked'])))}: "
                              "not allowed while grading")

@@ -30,6 +30,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 import types
 
 from autograder.sandbox.integrity import Snapshot, install_guard
@@ -486,6 +487,33 @@ def _make_get_ipython(ns: dict):
     return get_ipython
 
 
+def _start_after_ending_strays(start_cell_thread, task, _kill=os.kill, _wait=os.waitpid, _sleep=time.sleep,
+                               _sigkill=signal.SIGKILL, _nohang=os.WNOHANG):
+    """Kill every other process of the kernel's throwaway uid, reap those that were the kernel's, and start the
+    cell's thread again: (handle, None), or (None, the last error). A classic fork bomb's children fork on
+    after its cell has ended, so that the process limit stays used up and no later cell could start; the
+    supervisor kills them all at the end of the notebook, and this, when they are in the way, sooner.
+    (The defaults are bound when the module loads, before any student code could replace os.kill.)"""
+    failure = None
+    for _attempt in range(20):  # orphans of the bomb are reaped by the sandbox's init, a moment later
+        try:
+            _kill(-1, _sigkill)  # every process this uid may signal, but not the caller (kill(2))
+        except (ProcessLookupError, PermissionError):
+            pass
+        for _ in range(200):  # the kernel's own children turn zombies, which hold their slots until reaped
+            try:
+                if _wait(-1, _nohang) == (0, 0):
+                    _sleep(0.001)  # killed, not yet dead
+            except ChildProcessError:
+                break
+        try:
+            return start_cell_thread(task), None
+        except RuntimeError as e:
+            failure = e
+            _sleep(0.05)
+    return None, failure
+
+
 def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) -> None:
     """Run until the supervisor closes the channel. Never returns normally."""
     fd = sock.fileno()
@@ -504,6 +532,7 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     os.setsid()
     _limits(job)
     _drop_privileges(uid)
+    own_uid = uid is not None and os.getuid() == uid  # a throwaway uid: every other process of it is the student's
     channel = os.fstat(fd)
 
     def close_channel_in_child() -> None:  # a forked child gets no channel, under any fd number
@@ -840,10 +869,14 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             reserve[0] = take_reserve()
         sysd["stdout"], sysd["stderr"] = stdout, stderr
         try:
-            handle = start_cell_thread(task)
+            handle, failure = start_cell_thread(task), None
         except RuntimeError as e:  # "can't start new thread": out of memory or of processes
-            handle, started = None, False
-            task["evalue"] = f"this cell could not start ({e}): the memory or the process limit is used up"
+            handle, failure = None, e
+            if own_uid:  # processes an earlier cell left running may hold every slot (a fork bomb's children)
+                handle, failure = _start_after_ending_strays(start_cell_thread, task)
+        if failure is not None:
+            started = False
+            task["evalue"] = f"this cell could not start ({failure}): the memory or the process limit is used up"
         else:
             task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
             started = handle is not None or task["sentinel"] is not None
