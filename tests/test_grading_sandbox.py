@@ -290,11 +290,11 @@ def test_a_classic_fork_bomb_is_contained(course):
 
 def test_processes_left_running_do_not_cost_the_later_cells(course):
     """The kernel stops at the limit, its children go on forking into every slot that frees up: no later
-    cell could start its thread, and each lost its points (chapter 05's classic bomb did, by chance). The
+    cell could start its thread, and each lost its points (the classic bomb above did, by chance). The
     kernel kills them (they are all of its throwaway uid) when they are in the way, and the cells run."""
     refill = ("import os, time\nkernel = os.getpid()\nwhile True:\n    try:\n        os.fork()\n"
               "    except OSError:\n        if os.getpid() == kernel:\n            break\n        time.sleep(0.001)")
-    points, result = grade(course, "forks3", double=RIGHT["ex_double"] + "\n" + refill,
+    points, result = grade(course, "forks3", double=RIGHT["ex_double"], cheat=refill,
                            limits={"processes": 32, "cell_timeout_s": 10})
     assert points["ex_double"] == 2 and points["ex_half"] == 1, (points, result.notes)
 

@@ -195,7 +195,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """A NumPy array over the same memory, with this tensor's shape, strides and offset.
         Writing to it writes to the storage."""
-        made = self._numpy
+        made = self._numpy  # (the array's own shape too: from_numpy's caller may still reshape it in place)
         if (made is not None and made[0] is self._storage and made[1] == self._shape and made[2] == self._stride
                 and made[3] == self._offset and made[4].shape == self._shape):
             return made[4]
