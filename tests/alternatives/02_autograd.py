@@ -187,10 +187,10 @@ _UNARY_OTHER_FORMULAS = _rewrite(
 _SUM_TO_SHAPE_ONE_DIM_AT_A_TIME = _rewrite(
     "ex_binary",
     ("""    lead = grad.dim() - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
-                                      if size == 1 and grad.shape[lead + i] != 1)
-    if dims:
-        grad = grad.sum(dims, keepdim=True)
+    inner = tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)
+    if not inner:  # only the leading dims were added (a bias): summing them away leaves `shape`
+        return grad.sum(tuple(range(lead))) if lead else grad
+    grad = grad.sum(tuple(range(lead)) + inner, keepdim=True)
     return grad.reshape(shape) if lead else grad""", """    while grad.dim() > len(shape):  # the dims broadcasting added on the left
         grad = grad.sum(0)
     for d, size in enumerate(shape):  # the dims where the input had size 1

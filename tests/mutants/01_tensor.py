@@ -225,7 +225,7 @@ MUTANTS = {
     },
     "ex_reductions": {
         "keepdim ignored": _mutate(
-            "ex_reductions", ("np.expand_dims(out, axes) if keepdim else np.asarray(out)", "np.asarray(out)")),
+            "ex_reductions", ("        if keepdim:  # the summed dims come back with size 1\n", "        if False:\n")),
         "the sum of an int64 tensor is float": _mutate(
             "ex_reductions", ("dtype = self.dtype if self.dtype.is_floating_point else int64",
                               "dtype = self.dtype if self.dtype.is_floating_point else float32")),
@@ -245,7 +245,9 @@ MUTANTS = {
             "ex_matmul", ("        if self.dim() == 1:\n            out = out.squeeze(-2)\n", "")),
         "batch dims must be equal (no broadcasting)": _mutate(
             "ex_matmul", ("        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])\n"
-                          "        a = a.expand(batch + a.shape[-2:])\n        b = b.expand(batch + b.shape[-2:])\n",
+                          "        if a.shape[:-2] != batch:  # (two matrices, the common case, have no batch dims to expand)\n"
+                          "            a = a.expand(batch + a.shape[-2:])\n"
+                          "        if b.shape[:-2] != batch:\n            b = b.expand(batch + b.shape[-2:])\n",
                           "        if a.shape[:-2] != b.shape[:-2]:\n            raise RuntimeError('batch dims differ')\n")),
         "mixed dtypes promoted instead of refused": _mutate(
             "ex_matmul", ("        if self.dtype is not other.dtype:\n", "        if False:\n")),

@@ -157,13 +157,13 @@ MUTANTS = {
     },
     "ex_binary": {
         "a broadcast gradient is not reduced to its operand's shape":
-            _wrong("ex_binary", ("""    if dims:
-        grad = grad.sum(dims, keepdim=True)
+            _wrong("ex_binary", ("""    if not inner:  # only the leading dims were added (a bias): summing them away leaves `shape`
+        return grad.sum(tuple(range(lead))) if lead else grad
+    grad = grad.sum(tuple(range(lead)) + inner, keepdim=True)
     return grad.reshape(shape) if lead else grad""", """    return grad""")),
         "only the dims added on the left are summed, not the dims of size 1":
-            _wrong("ex_binary", ("""    dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
-                                      if size == 1 and grad.shape[lead + i] != 1)""",
-                                 """    dims = tuple(range(lead))""")),
+            _wrong("ex_binary", ("""    inner = tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)""",
+                                 """    inner = ()""")),
         "div's gradient for b without its minus sign":
             _wrong("ex_binary", ("sum_to_shape(-grad * a / (b * b), shape_of(b))", "sum_to_shape(grad * a / (b * b), shape_of(b))")),
         "maximum gives the whole gradient to both sides of a tie":

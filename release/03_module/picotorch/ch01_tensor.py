@@ -87,10 +87,11 @@ class Storage:
     def __init__(self, data: np.ndarray):
         if data.ndim != 1:
             raise ValueError(f"a storage is flat (1-D); got an array of shape {data.shape}")
-        if data.dtype not in _DTYPE_OF_NUMPY:
+        dtype = _DTYPE_OF_NUMPY.get(data.dtype)
+        if dtype is None:
             raise TypeError(f"picotorch stores {', '.join(d.name for d in DTYPES)}; not {data.dtype}")
         self.data = data
-        self.dtype = _DTYPE_OF_NUMPY[data.dtype]
+        self.dtype = dtype
 
     @staticmethod
     def empty(size: int, dtype: DType = float32) -> "Storage":
@@ -670,8 +671,8 @@ def dense_strides_like(shape, stride) -> tuple:
     the same strides if they already cover the elements exactly once without gaps, otherwise
     contiguous strides with the dims ordered as the given strides order them."""
     n = len(shape)
-    if math.prod(shape) == 0 or _non_overlapping_and_dense(shape, stride):
-        return tuple(stride)
+    if stride == contiguous_strides(shape) or math.prod(shape) == 0 or _non_overlapping_and_dense(shape, stride):
+        return tuple(stride)  # (contiguous, the most common layout, is answered first: clone runs per gradient)
     perm = list(range(n - 1, -1, -1))  # innermost dim first
     for i in range(1, n):  # a stable insertion sort; stride-0 dims keep their place
         dim1 = i
@@ -1110,7 +1111,9 @@ class Reductions:
         # number at a time: 3-4x slower than torch for the sum(1) of a 1000x1000 float32 tensor).
         kept = [d for d in range(self.dim()) if d not in axes]
         out = np.einsum(self.numpy().astype(dtype.numpy, copy=False), list(range(self.dim())), kept)
-        return from_numpy(np.expand_dims(out, axes) if keepdim else np.asarray(out))
+        if keepdim:  # the summed dims come back with size 1
+            out = np.reshape(out, tuple(1 if d in axes else size for d, size in enumerate(self._shape)))
+        return from_numpy(out)
 
     def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
         if not self.dtype.is_floating_point:
@@ -1165,8 +1168,10 @@ class MatMul:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[-2]}x{a.shape[-1]} and "
                                f"{b.shape[-2]}x{b.shape[-1]})")
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        a = a.expand(batch + a.shape[-2:])
-        b = b.expand(batch + b.shape[-2:])
+        if a.shape[:-2] != batch:  # (two matrices, the common case, have no batch dims to expand)
+            a = a.expand(batch + a.shape[-2:])
+        if b.shape[:-2] != batch:
+            b = b.expand(batch + b.shape[-2:])
         out = from_numpy(np.matmul(a.numpy(), b.numpy()))
         if self.dim() == 1:
             out = out.squeeze(-2)

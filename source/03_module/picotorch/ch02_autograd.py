@@ -524,10 +524,10 @@ def sum_to_shape(grad: Tensor, shape):
     if grad.shape == shape:
         return grad  # nothing was broadcast (most calls): nothing to sum
     lead = grad.dim() - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
-                                      if size == 1 and grad.shape[lead + i] != 1)
-    if dims:
-        grad = grad.sum(dims, keepdim=True)
+    inner = tuple(lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1)
+    if not inner:  # only the leading dims were added (a bias): summing them away leaves `shape`
+        return grad.sum(tuple(range(lead))) if lead else grad
+    grad = grad.sum(tuple(range(lead)) + inner, keepdim=True)
     return grad.reshape(shape) if lead else grad
 
 
