@@ -18,6 +18,7 @@ Output (stdout): one JSON list per variant: [[cell index, exception name, messag
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -103,6 +104,9 @@ def _run_group(variants: dict[int, list[str]], start: int, namespace: dict, erro
         return {v: errors + [[index, "TimeoutError", str(e)]] for v in variants}
     finally:
         signal.alarm(0)
+    # What the cells so far made stays for every child: frozen, the collector no longer walks it in each child
+    # (a child's gc.collect() then costs what that child made, and its pages stay shared with this process).
+    gc.freeze()
     results = {}
     for group in parts.values():  # each in a child of its own, from the state the cells before left
         members = {v: variants[v] for v in group}

@@ -17,6 +17,8 @@ from conftest import CHAPTERS
 from course.notebook import exercises
 from notebook_runs import mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
 
+REPO = Path(__file__).resolve().parent.parent
+
 pytestmark = pytest.mark.slow
 chapter_ids = [c.id for c in CHAPTERS]
 
@@ -30,6 +32,7 @@ def graded(request, tmp_path_factory):
     return chapter, grader.grade("solution", chapter.notebook), grader.grade("blank", release)
 
 
+@pytest.mark.xdist_group("graded_chapters")
 def test_solution_earns_every_automatic_point(graded):
     chapter, solution, _ = graded
     failed = [f"{v.exercise}: {v.status}: {v.message}" for v in solution.verdicts
@@ -39,6 +42,7 @@ def test_solution_earns_every_automatic_point(graded):
     assert len(auto) >= 5 and all(v.points == v.max_points > 0 for v in auto)
 
 
+@pytest.mark.xdist_group("graded_chapters")
 def test_release_earns_zero_points(graded):
     chapter, _, blank = graded
     assert blank.score == 0, f"{chapter.id} release notebook earns {blank.score} points"
@@ -92,33 +96,49 @@ def test_a_mutant_failure_message_teaches():
     assert "count_parameters" in verdict.message and "torch gives" in verdict.message, verdict.message
 
 
-def test_plain_nbgrader_gives_the_same_verdicts(graded, tmp_path, repo):
-    """`nbgrader generate_assignment` and `nbgrader autograde`, default settings, on a copy of the repo,
-    give the points the course's grader gave the same two notebooks."""
-    chapter, solution, blank = graded
-    course = tmp_path / "course"
-    shutil.copytree(repo / "source", course / "source")
-    shutil.copy(repo / "nbgrader_config.py", course)
-    submitted = {"solution": chapter.notebook, "blank": repo / "release" / chapter.id / chapter.notebook.name}
-    for student, nb in submitted.items():
-        (course / "submitted" / student / chapter.id).mkdir(parents=True)
-        shutil.copy(nb, course / "submitted" / student / chapter.id / chapter.notebook.name)
+@pytest.fixture(scope="module")
+def plain_nbgrader(tmp_path_factory):
+    """Plain nbgrader's points for every chapter's solution and release notebooks: `nbgrader
+    generate_assignment` and `nbgrader autograde`, default settings, once each for all chapters
+    (assignment "*": nbgrader globs it) in one course made from a copy of the repo.
+    Returns (course folder, {(student, chapter, exercise): points})."""
+    course = tmp_path_factory.mktemp("plain-nbgrader") / "course"
+    shutil.copytree(REPO / "source", course / "source")
+    shutil.copy(REPO / "nbgrader_config.py", course)
+    for chapter in CHAPTERS:
+        submitted = {"solution": chapter.notebook, "blank": REPO / "release" / chapter.id / chapter.notebook.name}
+        for student, nb in submitted.items():
+            (course / "submitted" / student / chapter.id).mkdir(parents=True)
+            shutil.copy(nb, course / "submitted" / student / chapter.id / chapter.notebook.name)
     nbgrader = [sys.executable, "-m", "nbgrader"]
     # One BLAS thread, as in the course's sandbox: a pool waiting for a busy core can push a cell past
     # nbgrader's 30 s timeout when the suite runs a worker per core.
     env_path = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for cmd in (["generate_assignment", chapter.id], ["autograde", chapter.id, "--create"]):
+    for cmd in (["generate_assignment", "*"], ["autograde", "*", "--create"]):
         done = subprocess.run(nbgrader + cmd, cwd=course, capture_output=True, text=True, env=env_path)
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    from nbgrader.api import Gradebook
+    points = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for chapter in CHAPTERS:
+            nb = nbformat.read(chapter.notebook, as_version=4)
+            for e, ex in exercises(nb).items():
+                if not ex.manual:
+                    for student in ("solution", "blank"):
+                        points[student, chapter.id, e] = gb.find_grade(f"{e}_tests", chapter.id, chapter.id,
+                                                                       student).score
+    return course, points
+
+
+@pytest.mark.xdist_group("graded_chapters")
+def test_plain_nbgrader_gives_the_same_verdicts(graded, plain_nbgrader):
+    """Plain nbgrader gives the points the course's grader gave the same two notebooks."""
+    chapter, solution, blank = graded
+    course, points = plain_nbgrader
     assert not (course / "release" / chapter.id / chapter.text_form.name).exists(), \
         "plain nbgrader copied the chapter's text form (solutions!) into release/"
-    from nbgrader.api import Gradebook
-    nb = nbformat.read(chapter.notebook, as_version=4)
-    auto = [e for e, ex in exercises(nb).items() if not ex.manual]
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        plain = {(student, e): gb.find_grade(f"{e}_tests", chapter.id, chapter.id, student).score
-                 for student in submitted for e in auto}
+    plain = {(student, e): score for (student, c, e), score in points.items() if c == chapter.id}
     ours = {(student, v.exercise): v.points for student, result in (("solution", solution), ("blank", blank))
             for v in result.verdicts if v.status != "manually graded"}
     assert plain == ours
