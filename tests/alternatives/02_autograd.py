@@ -6,28 +6,11 @@ Cells with given parts (forwards, class skeletons) are the solution cell with it
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_SOURCE = Path(__file__).resolve().parents[2] / "source" / "02_autograd" / "02_autograd.py"
-
-
-def _solution(exercise: str) -> str:
-    text = _SOURCE.read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+from solution_text import rewrite, solution
 
 
 def _rewrite(exercise: str, *replacements: tuple[str, str]) -> str:
-    code = _solution(exercise)
-    for old, new in replacements:
-        if code.count(old) != 1:
-            raise ValueError(f"alternative of {exercise}: {old!r} occurs {code.count(old)} times in the solution")
-        code = code.replace(old, new)
-    return code
+    return rewrite(solution("02_autograd", exercise), *replacements, what=f"alternative of {exercise}")
 
 
 _KAHN = '''

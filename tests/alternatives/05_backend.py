@@ -6,27 +6,11 @@ text, `_replace_between` the code between two given lines (a kernel's body).
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_SOURCE = Path(__file__).resolve().parents[2] / "source" / "05_backend" / "05_backend.py"
-
-
-def _solution(exercise: str) -> str:
-    text = _SOURCE.read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+from solution_text import rewrite, solution
 
 
 def _rewrite(code: str, *replacements: tuple[str, str]) -> str:
-    for old, new in replacements:
-        if code.count(old) != 1:
-            raise ValueError(f"alternative: {old!r} occurs {code.count(old)} times in the solution")
-        code = code.replace(old, new)
-    return code
+    return rewrite(code, *replacements, what="alternative")
 
 
 def _replace_between(code: str, start: str, end: str, new: str) -> str:
@@ -38,7 +22,7 @@ def _replace_between(code: str, start: str, end: str, new: str) -> str:
 
 # One pass over the row keeps a running maximum m and the sum s of exp(x - m), rescaling s whenever m grows;
 # the block then merges the threads' (m, s) pairs in a tree. A thread without elements holds (x[0], 0).
-_ONLINE_SOFTMAX = _replace_between(_solution("ex_softmax"), "    __shared__ T partial[SOFTMAX_THREADS];\n", "\n}\n", r"""
+_ONLINE_SOFTMAX = _replace_between(solution("05_backend", "ex_softmax"), "    __shared__ T partial[SOFTMAX_THREADS];\n", "\n}\n", r"""
     __shared__ T sums[SOFTMAX_THREADS];
     for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
         const T* in = x + row * cols;
@@ -72,7 +56,7 @@ _ONLINE_SOFTMAX = _replace_between(_solution("ex_softmax"), "    __shared__ T pa
             out[row * cols + c] = log_softmax ? in[c] - m - log_s : exp(in[c] - m) / s;
     }""".lstrip("\n"))
 
-_DEVICE_BY_A_PATTERN = _rewrite(_solution("ex_device"), ('''DEVICE_TYPES = ("cpu", "cuda", "emu")''', '''import re
+_DEVICE_BY_A_PATTERN = _rewrite(solution("05_backend", "ex_device"), ('''DEVICE_TYPES = ("cpu", "cuda", "emu")''', '''import re
 
 DEVICE_TYPES = ("cpu", "cuda", "emu")
 DEVICE_PATTERN = re.compile(r"([A-Za-z_]+)(?::(0|[1-9][0-9]*))?", re.ASCII)'''), ('''        elif isinstance(type, str):
@@ -106,7 +90,7 @@ DEVICE_PATTERN = re.compile(r"([A-Za-z_]+)(?::(0|[1-9][0-9]*))?", re.ASCII)'''),
             type = name'''), ('''        return self.type == other.type and self.index == other.index''',
                              '''        return (self.type, self.index) == (other.type, other.index)'''))
 
-_LAUNCH_WITH_CEIL = _rewrite(_solution("ex_launch"), ('''    if not 1 <= threads <= 1024:
+_LAUNCH_WITH_CEIL = _rewrite(solution("05_backend", "ex_launch"), ('''    if not 1 <= threads <= 1024:
         raise ValueError(f"a block has 1 to 1024 threads, not {threads}")
     if n == 0:
         return None
@@ -121,7 +105,7 @@ _LAUNCH_WITH_CEIL = _rewrite(_solution("ex_launch"), ('''    if not 1 <= threads
     return (min(limits),), (threads,)'''))
 
 # The tree the other way round: neighbours first (partial[i] += partial[i + s] for i a multiple of 2s).
-_SUM_TREE_INTERLEAVED = _rewrite(_solution("ex_sum_tree"), ('''        for (int s = blockDim.x / 2; s > 0; s /= 2) {
+_SUM_TREE_INTERLEAVED = _rewrite(solution("05_backend", "ex_sum_tree"), ('''        for (int s = blockDim.x / 2; s > 0; s /= 2) {
             if (threadIdx.x < s)
                 partial[threadIdx.x] += partial[threadIdx.x + s];
             __syncthreads();
@@ -132,7 +116,7 @@ _SUM_TREE_INTERLEAVED = _rewrite(_solution("ex_sum_tree"), ('''        for (int 
         }'''))
 
 _MODE_BY_HAND = _rewrite(
-    _solution("ex_mode"),
+    solution("05_backend", "ex_mode"),
     ("""        self.including = IncludeDispatchKeys(DispatchKey.Python)
         self.including.__enter__()
         MODE_STACK.append(self)
@@ -156,7 +140,7 @@ _MODE_BY_HAND = _rewrite(
         LOCAL_KEYS.excluded = excluded
         MODE_STACK.append(mode)"""))
 
-_KEYS_BY_SORTING = _rewrite(_solution("ex_keys"), ("""    keys = included
+_KEYS_BY_SORTING = _rewrite(solution("05_backend", "ex_keys"), ("""    keys = included
     needs_grad = False
     for a in args:
         if isinstance(a, Tensor):

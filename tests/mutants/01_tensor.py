@@ -7,36 +7,11 @@ Each mutant is the exercise's own solution cell with one mistake put in (`_mutat
 checks that the text it replaces occurs exactly once), so the mutants follow the
 solution as it changes and each one differs from it in exactly the way its name says.
 """
-import re
-from pathlib import Path
-
-from autograder.build.source_format import notebook_from_text
-
-_TEXT_FORM = Path(__file__).resolve().parents[2] / "source" / "01_tensor" / "01_tensor.py"
-_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
-
-
-def _solutions() -> dict[str, str]:
-    nb = notebook_from_text(_TEXT_FORM, "01_tensor")
-    cells = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and not meta.get("grade"):
-            cells[meta["grade_id"]] = "\n".join(l for l in cell.source.splitlines() if not _MARKER.match(l))
-    return cells
-
-
-_SOLUTIONS = _solutions()
+from solution_text import rewrite, solution
 
 
 def _mutate(exercise: str, *replacements: tuple[str, str]) -> str:
-    code = _SOLUTIONS[exercise]
-    for old, new in replacements:
-        count = code.count(old)
-        if count != 1:
-            raise ValueError(f"mutant of {exercise}: {old!r} occurs {count} times in the solution cell")
-        code = code.replace(old, new)
-    return code
+    return rewrite(solution("01_tensor", exercise), *replacements, what=f"mutant of {exercise}")
 
 
 # A dims argument wrapped, then checked for repeats (the solutions), and the same check made before wrapping.

@@ -9,29 +9,11 @@ no longer matches the solution fails loudly, here, rather than making a mutant t
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_SOURCE = Path(__file__).resolve().parents[2] / "source" / "02_autograd" / "02_autograd.py"
-
-
-def _solution(exercise: str) -> str:
-    """The code of the exercise's solution cell, solution markers removed."""
-    text = _SOURCE.read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+from solution_text import rewrite, solution
 
 
 def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
-    code = _solution(exercise)
-    for old, new in replacements:
-        if old not in code:
-            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
-        code = code.replace(old, new)
-    return code
+    return rewrite(solution("02_autograd", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
 _VIEW_BACKWARD = """        return KERNELS["{op}"](x, shape)

@@ -9,29 +9,11 @@ longer matches the solution fails loudly, here, rather than making a mutant that
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_SOURCE = Path(__file__).resolve().parents[2] / "source" / "03_module" / "03_module.py"
-
-
-def _solution(exercise: str) -> str:
-    """The code of the exercise's solution cell, solution markers removed."""
-    text = _SOURCE.read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+from solution_text import rewrite, solution
 
 
 def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
-    code = _solution(exercise)
-    for old, new in replacements:
-        if old not in code:
-            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
-        code = code.replace(old, new)
-    return code
+    return rewrite(solution("03_module", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
 # A ModuleList that keeps its modules in a plain Python list: indexing and iteration work, but the
@@ -76,7 +58,7 @@ class ModuleList(Module):
 
 
 def _plain_module_list() -> str:
-    code = _solution("ex_containers")
+    code = solution("03_module", "ex_containers")
     return code[:code.index("class ModuleList(Module):")] + _PLAIN_LIST.lstrip("\n")
 
 

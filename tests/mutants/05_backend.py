@@ -11,29 +11,11 @@ matches the solution fails loudly, here, rather than making a mutant that is not
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_SOURCE = Path(__file__).resolve().parents[2] / "source" / "05_backend" / "05_backend.py"
-
-
-def _solution(exercise: str) -> str:
-    """The code of the exercise's solution cell, solution markers removed."""
-    text = _SOURCE.read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line).strip("\n") + "\n"
+from solution_text import rewrite, solution
 
 
 def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
-    code = _solution(exercise)
-    for old, new in replacements:
-        if old not in code:
-            raise ValueError(f"mutant of {exercise}: {old!r} is not in the solution any more")
-        code = code.replace(old, new)
-    return code
+    return rewrite(solution("05_backend", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
 MUTANTS = {
@@ -108,7 +90,7 @@ MUTANTS = {
         # Judged on the next exercise, which uses launch_map_strided: its feedback names the exercise to do
         # first, not the NameError (issue 17, feedback order).
         "the answer cell does not run (a syntax error), so exercise 8's tests find no launch_map_strided": {
-            "code": _solution("ex_strided").replace("def launch_map_strided(", "def launch_map_strided(:", 1),
+            "code": solution("05_backend", "ex_strided").replace("def launch_map_strided(", "def launch_map_strided(:", 1),
             "judged": "ex_binary",
             "shows": "needs exercise 7 (ex_strided) first",
         },
