@@ -13,11 +13,9 @@ import nbformat
 import pytest
 
 from autograder.grade.grader import Grader
-from conftest import CHAPTERS
+from conftest import CHAPTERS, REPO
 from course.notebook import exercises
 from notebook_runs import mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
-
-REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
 chapter_ids = [c.id for c in CHAPTERS]
