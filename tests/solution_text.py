@@ -3,23 +3,34 @@ tests/mutants/ and tests/alternatives/ make their variants from, so that each va
 the solution changes, and a replacement that no longer matches fails loudly, here, naming itself."""
 from __future__ import annotations
 
-import re
+import functools
 from pathlib import Path
+
+from autograder.build.source_format import notebook_from_text
 
 SOURCE = Path(__file__).resolve().parents[1] / "source"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
+@functools.cache
+def _solution_cells(chapter: str) -> dict[str, str]:
+    """{exercise: its solution cell's code}, read by the build's own parser of the text form."""
+    nb = notebook_from_text(SOURCE / chapter / f"{chapter}.py", chapter)
+    cells = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and not meta.get("grade"):
+            code = "\n".join(line for line in cell.source.splitlines() if line.strip() not in _MARKERS)
+            cells[meta["grade_id"]] = code.strip("\n") + "\n"
+    return cells
+
+
 def solution(chapter: str, exercise: str) -> str:
     """The code of `exercise`'s solution cell in source/<chapter>/<chapter>.py, solution markers removed."""
-    text = (SOURCE / chapter / f"{chapter}.py").read_text()
-    header = re.search(rf'^# %% solution="{exercise}".*$', text, re.M)
-    if header is None:
+    cells = _solution_cells(chapter)
+    if exercise not in cells:
         raise ValueError(f"source/{chapter}/{chapter}.py has no solution cell {exercise!r}")
-    body = text[header.end():]
-    body = body[:re.search(r"^# %%", body, re.M).start()]
-    return "\n".join(line for line in body.splitlines()
-                     if not any(marker in line for marker in _MARKERS)).strip("\n") + "\n"
+    return cells[exercise]
 
 
 def rewrite(code: str, *replacements: tuple[str, str], what: str, every: bool = False) -> str:
