@@ -48,7 +48,7 @@ def _warm(preload: list[str]) -> list[str]:
     failed = []
     import torch  # noqa: F401  (first: everything else in the course needs it)
     torch.set_num_threads(1)
-    for name in ["numpy", "course", "course.compare", "course.inputs", "IPython.display", *preload]:
+    for name in ["numpy", "course", "course.compare", "course.inputs", "course.testing", "IPython.display", *preload]:
         try:
             __import__(name)
         except Exception:

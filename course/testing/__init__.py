@@ -1,0 +1,22 @@
+"""The course's test kit: what every chapter's tests and the project's own tests are made of.
+
+- `for_random_inputs(test)`, `Draws`: one random-input protocol; a test is a function of `draw`, its
+  inputs are fresh on every run (the grader's stream while grading), and a failing input is shrunk.
+- `random_shape`, `random_layout`, `broadcast_family`, `same_layout_copy`, `leaf_copy`: inputs in the
+  layouts that break a framework (non-contiguous, expanded, sliced, size 0).
+- `Op`, `random_op`, `random_index`, `chain_text`: view operations as data, for chains of views.
+- `same_call(fn, args, what, ours=...)`, `same_outcome(ours_call, torch_call, what)`: run both sides and
+  compare values, layout, aliasing, gradients and errors.
+- `describe`, `layout`, `short`: how a message names a value.
+
+Comparison itself is `course.compare`; the random stream is `course.inputs`.
+"""
+from course.testing.describe import describe, layout, short
+from course.testing.draws import Draws, for_random_inputs
+from course.testing.layouts import broadcast_family, leaf_copy, random_layout, random_shape, same_layout_copy
+from course.testing.same_call import fail, same_call, same_outcome
+from course.testing.views import LAYOUT_OPS, Op, chain_text, index_text, random_index, random_op
+
+__all__ = ["Draws", "for_random_inputs", "random_shape", "random_layout", "broadcast_family", "same_layout_copy",
+           "leaf_copy", "Op", "LAYOUT_OPS", "random_op", "random_index", "chain_text", "index_text",
+           "same_call", "same_outcome", "fail", "describe", "layout", "short"]

@@ -1,0 +1,181 @@
+"""course.testing, the kit every chapter's tests are made of: it must find wrong results, shrink a failing
+input to a simple one, replay it from its seed, and accept right results written any way."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course import inputs
+from course.testing import (Draws, Op, broadcast_family, chain_text, describe, for_random_inputs, leaf_copy,
+                            random_layout, random_op, same_call, same_layout_copy, same_outcome)
+
+
+def test_a_failing_input_is_shrunk_to_the_simplest_one_that_fails():
+    inputs.reseed(3)
+    seen = []
+
+    def test(draw):
+        shape = draw.shape(ndim=(0, 4), size=(1, 9))
+        seen.append(shape)
+        assert sum(shape) < 7, f"shape {shape}"
+
+    with pytest.raises(AssertionError) as e:
+        for_random_inputs(test, examples=200)
+    # the simplest failing shapes have one dim of 7, or fewer dims summing to 7 at the smallest
+    shrunk = eval(str(e.value).split("shape ")[1].split("\n")[0])
+    assert sum(shrunk) == 7, f"not shrunk to the boundary: {shrunk} (saw {len(seen)} inputs)"
+    assert "COURSE_SEED=3" in str(e.value), "a bare assert's failure says how to replay it"
+
+
+def test_a_seed_replays_the_same_inputs():
+    def drawn(seed):
+        inputs.reseed(seed)
+        out = []
+        for_random_inputs(lambda d: out.append((d.shape(), d.randn(2).tolist(), d.choice("abc"))), examples=5)
+        return out
+
+    assert drawn(11) == drawn(11)
+    assert drawn(11) != drawn(12)
+
+
+def test_early_examples_are_small_and_later_ones_reach_the_whole_range():
+    inputs.reseed(5)
+    sizes = []
+    for_random_inputs(lambda d: sizes.append(d(0, 1000)), examples=30)
+    assert max(sizes[:5]) <= 500 and max(sizes) > 500
+
+
+def test_other_exceptions_are_not_shrunk_but_raised_as_they_are():
+    calls = []
+
+    def test(draw):
+        calls.append(draw(0, 10))
+        raise KeyError("not a failed check")
+
+    with pytest.raises(KeyError):
+        for_random_inputs(test, examples=10)
+    assert len(calls) == 1
+
+
+def test_a_replay_clamps_recorded_choices_into_range_and_runs_out_at_the_low_end():
+    d = Draws(replay=[50, -3])
+    assert [d(0, 9), d(0, 9), d(2, 4)] == [9, 0, 2]
+
+
+def test_layouts_are_what_they_say():
+    inputs.reseed(1)
+    kinds = set()
+
+    def test(draw):
+        t = random_layout(draw, values="positions")
+        copy = same_layout_copy(t)
+        assert copy.stride() == t.stride() and copy.storage_offset() == t.storage_offset()
+        assert torch.equal(copy, t) and (t.numel() == 0 or copy.data_ptr() != t.data_ptr())
+        kinds.add("non-contiguous" if not t.is_contiguous() else "contiguous")
+        kinds.add("size 0" if t.numel() == 0 else "not empty")
+        shapes = broadcast_family(draw, 3)
+        torch.broadcast_shapes(*shapes)  # raises if they do not broadcast
+        x = draw.noncontiguous(draw.randn(draw.shape()))
+        leaf = leaf_copy(x)
+        assert leaf.is_leaf and leaf.requires_grad and leaf.stride() == x.stride() and torch.equal(leaf, x)
+
+    for_random_inputs(test, examples=200)
+    assert kinds == {"non-contiguous", "contiguous", "size 0", "not empty"}
+
+
+def test_random_ops_apply_to_torch_and_print_as_their_code():
+    inputs.reseed(2)
+    errors = []
+
+    def test(draw):
+        x = torch.arange(24.0).reshape(2, 3, 4)
+        op = random_op(draw, x, ("transpose", "permute", "view", "getitem", "narrow", "expand"))
+        try:
+            expected = eval(chain_text([op]), {"x": x})
+        except (RuntimeError, IndexError, ValueError, TypeError):
+            errors.append(op)
+            return
+        assert torch.equal(op(x), expected), chain_text([op])
+
+    for_random_inputs(test, examples=100)
+    assert errors, "now and then an op torch rejects, so that tests check errors too"
+    assert chain_text([Op("transpose", 0, 1), Op("getitem", (slice(1, None), slice(None, None, 2)))]) \
+        == "x.transpose(0, 1)[1:, ::2]"
+
+
+def test_describe_names_dtype_shape_and_layout():
+    x = torch.zeros(3, 4)
+    assert describe(x) == "float32 (3, 4)"
+    assert describe(x.T) == "float32 (4, 3) stride (1, 4)"
+    assert describe(x[1:]) == "float32 (2, 4) offset 4"
+    assert describe(torch.zeros(2, dtype=torch.int64)) == "int64 (2,)"
+    assert describe(2.5) == "the number 2.5"
+
+
+class _Wrapped:
+    """A stand-in for a framework's tensor (the compare helpers read it through to_torch())."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def to_torch(self):
+        return self.t
+
+    shape = property(lambda self: self.t.shape)
+    dtype = property(lambda self: self.t.dtype)
+
+    def stride(self):
+        return self.t.stride()
+
+    def storage_offset(self):
+        return self.t.storage_offset()
+
+
+def test_same_outcome_rejects_wrong_values_layouts_copies_and_errors():
+    x = torch.arange(12.0).reshape(3, 4)
+    same_outcome(lambda: _Wrapped(x.T), lambda: x.T, "x.T", layout=True, base=x)
+    with pytest.raises(AssertionError, match="values differ|but torch has"):
+        same_outcome(lambda: _Wrapped(x.T + 1), lambda: x.T, "x.T")
+    with pytest.raises(AssertionError, match=r"stride\(\)"):
+        same_outcome(lambda: _Wrapped(x.T.contiguous()), lambda: x.T, "x.T", layout=True)
+    with pytest.raises(AssertionError, match="made a copy"):
+        same_outcome(lambda: _Wrapped(x.clone()[1]), lambda: x[1], "x[1]", layout=True, base=x)
+    with pytest.raises(AssertionError, match="but torch raises RuntimeError"):
+        same_outcome(lambda: _Wrapped(x), lambda: x.view(5), "x.view(5)")
+    with pytest.raises(AssertionError, match="raised KeyError .* but torch raises RuntimeError"):
+        same_outcome(lambda: {}["k"], lambda: x.view(5), "x.view(5)")
+    assert same_outcome(lambda: x.reshape(7), lambda: x.view(5), "x.view(5)") is None
+    with pytest.raises(NotImplementedError):  # a stub not written yet is not a failed check
+        same_outcome(lambda: (_ for _ in ()).throw(NotImplementedError), lambda: x, "x")
+    with pytest.raises(AssertionError, match="returned a list"):
+        same_outcome(lambda: [1.0], lambda: x, "x")
+
+
+def test_same_call_checks_aliasing_and_gradients():
+    a, b = torch.randn(3, 2).T, torch.randn(2, 3)
+    same_call(lambda p, q: (p * q).sum(), [a, b], "(a * b).sum()", ours=lambda t: same_layout_copy(t), grad=True)
+    same_call(lambda p: p.T, [a], "a.T", ours=lambda t: t, layout=True, aliasing=True)
+    with pytest.raises(AssertionError, match="made a copy"):
+        same_call(lambda p: p.T if p is a else p.T.clone(), [a], "a.T", ours=lambda t: t.clone(), aliasing=True)
+
+    class Doubled(torch.autograd.Function):  # the right value, twice the right gradient
+        @staticmethod
+        def forward(ctx, p):
+            return p * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    def fn(p):
+        return Doubled.apply(p) if getattr(p, "yours", False) else p * 1
+
+    def ours(t):
+        copy = same_layout_copy(t)
+        copy.yours = True  # marks your side (ids of freed tensors are reused)
+        return copy
+
+    with pytest.raises(AssertionError, match=r"the gradient of a \(its .grad\)"):
+        same_call(fn, [a], "a * 1", ours=ours, grad=True)
+    with pytest.raises(AssertionError, match="does not require grad"):
+        same_call(lambda p: p.detach() * 1 if getattr(p, "yours", False) else p * 1, [a], "a * 1", ours=ours, grad=True)
