@@ -169,7 +169,7 @@ def graded(cluster, tmp_path_factory):
     runs = {}
     for chapter in reversed(CHAPTERS):  # chapter 00 last: its graders stay warm for the tests below
         folder = write_class(tmp / chapter, chapter, dict(zip(STUDENTS, KINDS[chapter])))
-        grade(chapter, folder, tmp / f"{chapter}-local", "--workers", "2")
+        grade(chapter, folder, tmp / f"{chapter}-local", "--workers", "1")  # the oracle: one grader is enough
         dask = grade(chapter, folder, tmp / f"{chapter}-dask", "--scheduler", cluster.address, cluster=cluster)
         runs[chapter] = (tmp / f"{chapter}-local", tmp / f"{chapter}-dask", dask.stdout)
     return runs
@@ -239,8 +239,22 @@ def _finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
             proc.wait()
 
 
+def _workers_with_the_code_on_disk(cluster: DaskCluster) -> None:
+    """Workers that grade with the grader's code as it is on disk now, since the run that follows cannot be
+    retried (a worker is killed, the client stopped): a worker whose grader was built from code that has changed
+    on disk since (a working tree others edit) would refuse it. Such workers are restarted (fresh processes
+    import the code on disk); workers that already run it keep their warm graders."""
+    from autograder.grade.distributed import course_version
+    on_disk = course_version(REPO, "00_tour")["grader"]
+    with cluster.client() as client:  # a lambda: sent by value (the workers cannot import this module)
+        loaded = client.run(lambda dask_worker: getattr(sys.modules.get("autograder.grade.distributed"),
+                                                        "_LOADED", {}).get("grader"))
+    if any(h not in (None, on_disk) for h in loaded.values()):
+        cluster.restart_workers()
+
+
 def test_a_worker_killed_in_the_middle_of_a_submission_loses_and_doubles_nothing(cluster, graded, tmp_path):
-    cluster.restart_workers()  # workers that import the code on disk now: the run below cannot be retried
+    _workers_with_the_code_on_disk(cluster)
     kinds = {"k00": "slow", "k01": "wrong", "k02": "blank", "k03": "right"}
     folder = write_class(tmp_path / "class", "00_tour", kinds)
     out = tmp_path / "out"
@@ -278,7 +292,7 @@ def test_a_worker_killed_in_the_middle_of_a_submission_loses_and_doubles_nothing
 
 
 def test_an_interrupted_client_leaves_no_half_written_file_and_resume_grades_the_rest(cluster, graded, tmp_path):
-    cluster.restart_workers()  # workers that import the code on disk now: the run below cannot be retried
+    _workers_with_the_code_on_disk(cluster)
     kinds = {"r00": "right", "r01": "blank", "r02": "slow", "r03": "wrong", "r04": "blank"}
     folder = write_class(tmp_path / "class", "00_tour", kinds)
     out = tmp_path / "out"
