@@ -83,6 +83,10 @@ def test_wrong_answer_fails_with_its_teaching_message_and_nothing_hidden_runs(ch
     assert others and all(v.status == "passed" for v in others), others
 
 
+# The tests of the built mini course share one worker (--dist loadgroup): the course is built once.
+on_mini = pytest.mark.xdist_group("check_mini")
+
+
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory):
     root = write(tmp_path_factory.mktemp("mini"))
@@ -90,6 +94,7 @@ def mini(tmp_path_factory):
     return root / "release"
 
 
+@on_mini
 def test_bad_inputs_get_clear_errors(mini, tmp_path):
     broken = tmp_path / "01_alpha.ipynb"
     broken.write_text('{"cells": [')
@@ -116,6 +121,7 @@ def _stream(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
+@on_mini
 def test_check_in_the_live_kernel(mini):
     """check("ex_id") runs that exercise's visible tests against what is defined in the kernel now;
     check() with no id re-runs the saved file in a fresh kernel."""
@@ -140,6 +146,7 @@ def test_check_in_the_live_kernel(mini):
     assert nbformat.read(folder / "01_alpha.ipynb", 4) == saved
 
 
+@on_mini
 def test_a_check_left_in_the_notebook_does_not_recurse(mini, tmp_path):
     nb = nbformat.read(mini / "01_alpha" / "01_alpha.ipynb", 4)
     nb.cells.append(nbformat.v4.new_code_cell("from course import Checker\nChecker('01_alpha')()"))

@@ -25,6 +25,8 @@ from notebook_runs import mutants_of
 REPO = Path(__file__).resolve().parent.parent
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
 CHAPTER = "00_tour"
+# One worker holds the module: the class is graded once (a module fixture), not once per worker.
+pytestmark = pytest.mark.xdist_group("report")
 
 
 def _mutant(exercise: str, name: str) -> str:
