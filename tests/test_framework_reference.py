@@ -2,23 +2,23 @@
 
 The notebook's hidden tests check each exercise on its own; here hypothesis drives
 longer chains that mix every view operation, writes through them, and tables of
-dtypes, against real torch. The chain machinery (Op, random_op, check_chain...) is
-the notebook's own test-helper cell, so the two test suites speak the same language.
+dtypes, against real torch. The chain machinery (Op, random_op, same_chain...) is
+the course's test kit (`course.testing`) that the notebook's tests use too, so the two test suites speak
+the same language.
 """
 from __future__ import annotations
 
 import math
 import sys
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograder.build.release import assemble_reference
-from autograder.build.source_format import notebook_from_text
-from course import compare, inputs
+from course import compare
+from course.testing import Draws, chain_text, layout, random_layout, random_op, random_view_shape, same_random_chain
 
 SETTINGS = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 VIEW_OPS = ("view", "reshape", "transpose", "permute", "T", "mT", "unsqueeze", "squeeze", "flatten", "narrow",
@@ -36,39 +36,28 @@ def pt(tmp_path_factory, repo):
     sys.path.remove(str(out))
 
 
-@pytest.fixture(scope="module")
-def helpers(pt, repo):
-    """The notebook's test-helper cell, run over the reference picotorch."""
-    nb = notebook_from_text(repo / "source" / "01_tensor" / "01_tensor.py", "01_tensor")
-    source = next(c.source for c in nb.cells if c.cell_type == "code" and "class Op:" in c.source)
-    namespace = {"__name__": "helpers", "Tensor": pt.Tensor, "from_torch": pt.from_torch, "torch": torch,
-                 "np": np, "math": math, "compare": compare, "inputs": inputs}
-    exec(compile(source, "01_tensor test helpers", "exec"), namespace)
-    return type("Helpers", (), {k: staticmethod(v) if callable(v) and not isinstance(v, type) else v
-                                for k, v in namespace.items() if not k.startswith("__")})
-
-
-def drawer(data):
-    return lambda low, high: data.draw(st.integers(low, high))
+def drawer(data) -> Draws:
+    """The kit's draw, fed by hypothesis (which then shrinks a failure in its own way)."""
+    return Draws(source=lambda low, high: data.draw(st.integers(low, high)))
 
 
 @settings(SETTINGS, max_examples=400)
 @given(data=st.data())
-def test_long_chains_of_every_view_match_torch(pt, helpers, data):
+def test_long_chains_of_every_view_match_torch(pt, data):
     draw = drawer(data)
-    x = helpers.random_layout(draw, max_dims=4)
-    helpers.check_chain_of(draw, x, VIEW_OPS, draw(1, 8))
+    x = random_layout(draw, max_dims=4)
+    same_random_chain(draw, x, VIEW_OPS, draw(1, 8), ours=pt.from_torch)
 
 
 @settings(SETTINGS, max_examples=200)
 @given(data=st.data())
-def test_a_write_through_a_chain_of_views_reaches_the_base_where_torch_writes(pt, helpers, data):
+def test_a_write_through_a_chain_of_views_reaches_the_base_where_torch_writes(pt, data):
     draw = drawer(data)
-    x = helpers.random_layout(draw, dtype=torch.float64, max_dims=3)
+    x = random_layout(draw, dtype=torch.float64, max_dims=3)
     names = ("transpose", "permute", "unsqueeze", "squeeze", "narrow", "getitem", "view", "expand")
     ops, t = [], x
     for _ in range(draw(1, 5)):
-        op = helpers.random_op(draw, t, names, errors=False)
+        op = random_op(draw, t, names, errors=False)
         try:
             t = op(t)
         except Exception:
@@ -89,7 +78,7 @@ def test_a_write_through_a_chain_of_views_reaches_the_base_where_torch_writes(pt
             ours.add_(value)
         return
     ours.add_(value)
-    compare.assert_matches(mine_base, theirs_base, f"the storage after x{helpers.chain_text(ops, '')}.add_({value})")
+    compare.assert_matches(mine_base, theirs_base, f"the storage after x{chain_text(ops, '')}.add_({value})")
 
 
 def _twin(a):
@@ -100,10 +89,10 @@ def _twin(a):
 
 @settings(SETTINGS, max_examples=300)
 @given(data=st.data())
-def test_view_strides_agree_with_torch_computeStride(pt, helpers, data):
+def test_view_strides_agree_with_torch_computeStride(pt, data):
     draw = drawer(data)
-    x = helpers.random_layout(draw)
-    shape = [s for s in helpers._new_shape(draw, tuple(x.shape)) if s != -1]
+    x = random_layout(draw)
+    shape = [s for s in random_view_shape(draw, tuple(x.shape)) if s != -1]
     if math.prod(shape) != x.numel():
         return
     try:
@@ -116,11 +105,11 @@ def test_view_strides_agree_with_torch_computeStride(pt, helpers, data):
 
 @settings(SETTINGS, max_examples=300)
 @given(data=st.data())
-def test_clone_keeps_torch_layout(pt, helpers, data):
-    x = helpers.random_layout(drawer(data))
+def test_clone_keeps_torch_layout(pt, data):
+    x = random_layout(drawer(data))
     ours = pt.from_torch(x).clone()
-    assert ours.stride() == x.clone().stride(), f"clone of {helpers.layout(x)}"
-    compare.assert_matches(ours, x, f"clone of {helpers.layout(x)}")
+    assert ours.stride() == x.clone().stride(), f"clone of {layout(x)}"
+    compare.assert_matches(ours, x, f"clone of {layout(x)}")
 
 
 DTYPES = [torch.bool, torch.int64, torch.float32, torch.float64]

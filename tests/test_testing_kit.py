@@ -153,10 +153,12 @@ def test_same_outcome_rejects_wrong_values_layouts_copies_and_errors():
 
 def test_same_call_checks_aliasing_and_gradients():
     a, b = torch.randn(3, 2).T, torch.randn(2, 3)
-    same_call(lambda p, q: (p * q).sum(), [a, b], "(a * b).sum()", ours=lambda t: same_layout_copy(t), grad=True)
-    same_call(lambda p: p.T, [a], "a.T", ours=lambda t: t, layout=True, aliasing=True)
+    same_call(lambda p, q: (p * q).sum(), [a, b], "(a * b).sum()", ours=lambda t: same_layout_copy(t), grad=True,
+              allow_torch=True)
+    same_call(lambda p: p.T, [a], "a.T", ours=lambda t: t, layout=True, aliasing=True, allow_torch=True)
     with pytest.raises(AssertionError, match="made a copy"):
-        same_call(lambda p: p.T if p is a else p.T.clone(), [a], "a.T", ours=lambda t: t.clone(), aliasing=True)
+        same_call(lambda p: p.T if p is a else p.T.clone(), [a], "a.T", ours=lambda t: t.clone(), aliasing=True,
+                  allow_torch=True)
 
     class Doubled(torch.autograd.Function):  # the right value, twice the right gradient
         @staticmethod
@@ -176,6 +178,7 @@ def test_same_call_checks_aliasing_and_gradients():
         return copy
 
     with pytest.raises(AssertionError, match=r"the gradient of a \(its .grad\)"):
-        same_call(fn, [a], "a * 1", ours=ours, grad=True)
+        same_call(fn, [a], "a * 1", ours=ours, grad=True, allow_torch=True)
     with pytest.raises(AssertionError, match="does not require grad"):
-        same_call(lambda p: p.detach() * 1 if getattr(p, "yours", False) else p * 1, [a], "a * 1", ours=ours, grad=True)
+        same_call(lambda p: p.detach() * 1 if getattr(p, "yours", False) else p * 1, [a], "a * 1", ours=ours, grad=True,
+                  allow_torch=True)

@@ -31,8 +31,10 @@ class Draws:
     early examples are small) or replayed from recorded choices (clamped into range; `low` once they run
     out). Every other method is built on it, so that a replay decides every value."""
 
-    def __init__(self, scale: float = 1.0, replay: list[int] | None = None):
-        self.scale, self.replay, self.made = scale, replay, []
+    def __init__(self, scale: float = 1.0, replay: list[int] | None = None, source=None):
+        """source: where fresh draws come from, source(low, high) (the project's hypothesis tests pass one
+        of hypothesis's, which then shrinks); the course's stream when None."""
+        self.scale, self.replay, self.source, self.made = scale, replay, source, []
 
     def __call__(self, low: int, high: int) -> int:
         low, high = int(low), int(high)
@@ -41,6 +43,8 @@ class Draws:
         if self.replay is not None:
             i = len(self.made)
             value = min(max(self.replay[i], low), high) if i < len(self.replay) else low
+        elif self.source is not None:
+            value = self.source(low, high)
         else:
             value = inputs.randint(low, low + round((high - low) * self.scale))
         self.made.append(value)
@@ -106,7 +110,7 @@ class Draws:
         return big[tuple(index)]
 
 
-def for_random_inputs(test=None, *, examples: int = 100, shrink_seconds: float = 3.0):
+def for_random_inputs(test=None, examples: int = 100, *, shrink_seconds: float = 3.0):
     """Run test(draw) on `examples` fresh inputs, small ones first; on an AssertionError, simplify the
     input while the test still fails and raise the simplest failure found, with the seed that replays it. Usable as a call,
     `for_random_inputs(test, examples=20)`, or as a decorator, `@for_random_inputs(examples=20)`, which

@@ -17,13 +17,25 @@ import torch
 from course import compare, inputs
 from course.testing.describe import describe, layout as layout_text, short
 from course.testing.layouts import leaf_copy
+from course.testing.views import chain_text, random_op
 
-__all__ = ["same_outcome", "same_call", "fail"]
+__all__ = ["same_outcome", "same_call", "same_chain", "same_random_chain", "call_yours", "fail"]
 
 
 def fail(what: str, detail: str):
     """Fail a check: what was being checked, what differs, and how to replay random inputs."""
     raise AssertionError(f"{what}: {detail}{inputs.replay_hint()}")
+
+
+def call_yours(what: str, fn, *args, **kwargs):
+    """fn(*args, **kwargs), the student's code: an exception it raises becomes a failure that names the
+    call (a stub's NotImplementedError goes on as it is)."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        fail(what, f"raised {type(e).__name__} ({e})")
 
 
 def _what_torch_gives(theirs) -> str:
@@ -39,7 +51,9 @@ def _shares(a, b, what: str) -> bool:
     return bool(n) and p == q
 
 
-def _compare_tensor(ours, theirs: torch.Tensor, what: str, layout: bool, tolerance: dict) -> None:
+def _compare_tensor(ours, theirs: torch.Tensor, what: str, layout: bool, allow_torch: bool, tolerance: dict) -> None:
+    if isinstance(ours, torch.Tensor) and not allow_torch:
+        fail(what, f"returned a torch.Tensor, but it must be a tensor of yours (like torch's: {layout_text(theirs)})")
     if not hasattr(ours, "to_torch") and not isinstance(ours, torch.Tensor):
         fail(what, f"returned a {type(ours).__name__}, but torch returns {_what_torch_gives(theirs)}")
     if layout:
@@ -52,26 +66,27 @@ def _compare_tensor(ours, theirs: torch.Tensor, what: str, layout: bool, toleran
         compare.assert_matches(ours, theirs.detach(), what, **tolerance)
 
 
-def _compare(ours, theirs, what: str, layout: bool, tolerance: dict) -> None:
+def _compare(ours, theirs, what: str, layout: bool, allow_torch: bool, tolerance: dict) -> None:
     if isinstance(theirs, torch.Tensor):
-        _compare_tensor(ours, theirs, what, layout, tolerance)
+        _compare_tensor(ours, theirs, what, layout, allow_torch, tolerance)
     elif isinstance(theirs, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in theirs):
         if not isinstance(ours, (tuple, list)) or len(ours) != len(theirs):
             fail(what, f"returned {short(ours)}, but torch returns {type(theirs).__name__} of {len(theirs)}")
         for i, (o, t) in enumerate(zip(ours, theirs)):
-            _compare(o, t, f"{what}[{i}]", layout, tolerance)
+            _compare(o, t, f"{what}[{i}]", layout, allow_torch, tolerance)
     else:
         compare.assert_equal(ours, theirs, what)
 
 
 def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base=None, error=None,
-                 **tolerance):
+                 allow_torch: bool = False, **tolerance):
     """Call torch_call() and ours_call() and compare. Where torch raises, yours must raise the same type of
     exception (or `error`, a type or tuple of types, where the chapter asks no more). Otherwise the results
     must match (values, dtype, shape; tuples and lists element by element); with layout=True also strides
     and storage offset; with `base` (a tensor both sides' inputs share memory with: chapter 01's tensors
     over torch's memory), the result shares base's memory exactly when torch's does (a view, not a copy).
-    `tolerance`: rtol/atol/scale/exact for compare.assert_matches. Returns (yours, torch's), or None when
+    `tolerance`: rtol/atol/scale/exact for compare.assert_matches. A tensor of yours must be your framework's
+    (with to_torch()), not torch's, unless allow_torch (the kit's own tests). Returns (yours, torch's), or None when
     torch raised and so did yours."""
     try:
         theirs = torch_call()
@@ -93,7 +108,7 @@ def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base
         raise
     except Exception as e:
         fail(what, f"raised {type(e).__name__} ({e}) but torch returns {_what_torch_gives(theirs)}")
-    _compare(ours, theirs, what, layout, tolerance)
+    _compare(ours, theirs, what, layout, allow_torch, tolerance)
     if base is not None and isinstance(theirs, torch.Tensor) and theirs.numel() > 0:
         if _shares(theirs, base, what):
             compare.assert_shares_memory(ours, base, what)
@@ -103,7 +118,7 @@ def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base
 
 
 def same_call(fn, args, what: str, *, ours, kwargs=None, layout: bool = False, aliasing: bool = False,
-              grad: bool = False, gradient=None, draw=None, error=None, **tolerance):
+              grad: bool = False, gradient=None, draw=None, error=None, allow_torch: bool = False, **tolerance):
     """fn(*args, **kwargs) on torch's tensors and on yours, compared by same_outcome; `ours(t)` is the
     chapter's conversion of a torch tensor to yours (same values and layout); numbers and other arguments
     go to both sides as they are. The message names each tensor argument (a: float32 (2, 3) ...).
@@ -123,7 +138,7 @@ def same_call(fn, args, what: str, *, ours, kwargs=None, layout: bool = False, a
     if named:
         what = f"{what} where {', '.join(named)}"
     result = same_outcome(lambda: fn(*ours_args, **kwargs), lambda: fn(*theirs_args, **kwargs), what,
-                          layout=layout, error=error, **tolerance)
+                          layout=layout, error=error, allow_torch=allow_torch, **tolerance)
     if result is None:
         return None
     mine, theirs = result
@@ -158,3 +173,29 @@ def _same_gradients(mine, theirs, ours, theirs_args, ours_args, needs_grad, grad
                 fail(grad_what, "torch gives none, but yours has one")
         else:
             compare.assert_matches(ours_args[i].grad, theirs_args[i].grad, grad_what, **tolerance)
+
+
+def same_chain(base: torch.Tensor, ops, *, ours, name: str = "x") -> None:
+    """Apply ops (course.testing.Op) step by step to base and to ours(base), a tensor of yours over base's
+    memory; after every step the same outcome, layout and sharing of base's memory as torch's."""
+    theirs, mine = base, ours(base)
+    for i in range(len(ops)):
+        what = f"{chain_text(ops[:i + 1], name)} where {name} has {layout_text(base)}"
+        result = same_outcome(lambda: ops[i](mine), lambda: ops[i](theirs), what, layout=True, base=base)
+        if result is None:
+            return
+        mine, theirs = result
+
+
+def same_random_chain(draw, base: torch.Tensor, names, length: int, *, ours) -> None:
+    """A random chain of `length` ops among `names`, each fitting the result of the one before (now and then
+    one torch rejects: the chain ends there), checked by same_chain."""
+    ops, t = [], base
+    for _ in range(length):
+        op = random_op(draw, t, names)
+        ops.append(op)
+        try:
+            t = op(t)
+        except Exception:
+            break
+    same_chain(base, ops, ours=ours)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Op", "LAYOUT_OPS", "chain_text", "index_text", "random_op", "random_index"]
+__all__ = ["Op", "LAYOUT_OPS", "chain_text", "index_text", "random_op", "random_index", "random_dim",
+           "random_view_shape"]
 
 
 class Op:
@@ -49,7 +50,8 @@ def chain_text(ops, name: str = "x") -> str:
     return name + "".join(str(op) for op in ops)
 
 
-def _dim(draw, n, extra=0):
+def random_dim(draw, n: int, extra: int = 0) -> int:
+    """A dim of an n-dim tensor (of n + extra, for unsqueeze), in either spelling (1 or -n + 1)."""
     m = max(n + extra, 1)
     d = draw(0, m - 1)
     return d - m if draw(0, 1) else d
@@ -63,7 +65,7 @@ def _permutation(draw, n):
     return [d - n if draw(0, 2) == 0 else d for d in dims]
 
 
-def _new_shape(draw, shape):
+def random_view_shape(draw, shape) -> list[int]:
     """A shape with as many elements, made by merging and splitting dims (often viewable) or at random."""
     numel = math.prod(shape)
     dims = list(shape)
@@ -111,7 +113,7 @@ def random_op(draw, t, names, errors=True):
     if name in ("T", "mT", "contiguous", "clone"):
         return Op(name)
     if name == "transpose":
-        return Op(name, max(n, 1), 0) if bad else Op(name, _dim(draw, n), _dim(draw, n))
+        return Op(name, max(n, 1), 0) if bad else Op(name, random_dim(draw, n), random_dim(draw, n))
     if name == "permute":
         dims = _permutation(draw, n)
         if bad and n < 2:
@@ -120,12 +122,12 @@ def random_op(draw, t, names, errors=True):
             dims = dims[:-1] + [dims[0] + n if dims[0] < 0 else dims[0] - n if draw(0, 1) else dims[0]]
         return Op(name, *dims)
     if name in ("view", "reshape"):
-        dims = _new_shape(draw, shape)
+        dims = random_view_shape(draw, shape)
         if bad:
             dims = dims + [2] if dims else [2]
         return Op(name, *dims) if dims and draw(0, 1) else Op(name, tuple(dims))
     if name == "unsqueeze":
-        return Op(name, n + 1 if bad else _dim(draw, n, extra=1))
+        return Op(name, n + 1 if bad else random_dim(draw, n, extra=1))
     if name == "squeeze":
         ones = [d for d in range(n) if shape[d] == 1]
         kind = draw(0, 3)
@@ -134,7 +136,7 @@ def random_op(draw, t, names, errors=True):
         if kind == 0:
             return Op(name)
         if kind == 1 or not ones:
-            return Op(name, _dim(draw, n))
+            return Op(name, random_dim(draw, n))
         if kind == 2:
             return Op(name, ones[draw(0, len(ones) - 1)])
         dims = [d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]]

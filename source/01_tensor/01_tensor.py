@@ -801,435 +801,25 @@ def arange(n: int, dtype: DType = int64) -> Tensor:
 # %% [markdown]
 # The tests of this chapter apply *chains* of operations — say
 # `x.transpose(0, 1)[1:, ::2].unsqueeze(0)` — to a torch tensor and to your
-# tensor over the same memory, and compare after every step. The next cell holds
-# that machinery; you never need to call it, but its messages will name the
-# chain that went wrong, with its layout: shape, strides and offset.
+# tensor over the same memory, and compare after every step. Their inputs are
+# random, small ones first; when one fails, the test shrinks it to the simplest
+# input that still fails before it tells you. The machinery is the course's test
+# kit, `course.testing` (every chapter uses it); its messages name the chain
+# that went wrong, with its layout: shape, strides and offset.
 
 # %%
-import random
-import time
-
-
-class Op:
-    """One step of a chain: a method call like .transpose(0, 1), a property like .T, or an index [1:, ::2]."""
-
-    def __init__(self, name, *args):
-        self.name, self.args = name, args
-
-    def __call__(self, x):
-        if self.name == "getitem":
-            return x[self.args[0]]
-        if self.name in ("T", "mT"):
-            return getattr(x, self.name)
-        return getattr(x, self.name)(*self.args)
-
-    def __str__(self):
-        if self.name == "getitem":
-            key = self.args[0] if isinstance(self.args[0], tuple) else (self.args[0],)
-            return "[" + ", ".join(index_text(k) for k in key) + ("," if len(key) == 1 and isinstance(self.args[0], tuple) else "") + "]"
-        if self.name in ("T", "mT"):
-            return "." + self.name
-        return f".{self.name}({', '.join(repr(a) for a in self.args)})"
-
-    __repr__ = __str__
-
-
-def index_text(k) -> str:
-    if k is None:
-        return "None"
-    if k is Ellipsis:
-        return "..."
-    if isinstance(k, slice):
-        text = ("" if k.start is None else str(k.start)) + ":" + ("" if k.stop is None else str(k.stop))
-        return text + ("" if k.step is None else f":{k.step}")
-    return repr(k)
-
-
-def layout(t) -> str:
-    return f"shape {tuple(t.shape)}, stride {tuple(t.stride())}, offset {t.storage_offset()}"
-
-
-def describe(x):
-    if isinstance(x, torch.Tensor):
-        return f"{str(x.dtype).replace('torch.', '')}, {layout(x)}"
-    return repr(x)
-
-
-def chain_text(ops, name="x") -> str:
-    return name + "".join(str(op) for op in ops)
-
-
-def short(x) -> str:
-    """x's repr, cut at 60 characters; a tensor's layout where its repr fails (strides past its storage)."""
-    try:
-        text = repr(x)
-    except Exception:
-        text = f"a tensor of {layout(x)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
-    return text if len(text) <= 60 else text[:60]
-
-
-def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-def fail(what: str, detail: str):
-    raise AssertionError(f"{what}: {detail}{inputs.replay_hint()}")
-
-
-def yours(what: str, fn, *args, **kwargs):
-    """fn(*args, **kwargs), your code: an exception it raises becomes a failure that names the call."""
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as e:
-        fail(what, f"raised {type(e).__name__} ({e})")
-
-
-def expect_tensor(ours, theirs: torch.Tensor, what: str, base: torch.Tensor = None):
-    """ours agrees with torch's theirs: shape, strides, offset, dtype, values; with base, also
-    whether it shares base's memory (a view) or not (a copy), as torch's result does."""
-    if not isinstance(ours, Tensor):
-        fail(what, f"returned a {type(ours).__name__}, but torch returns a tensor of {layout(theirs)}")
-    compare.assert_equal(tuple(ours.shape), tuple(theirs.shape), f"{what}: shape")
-    compare.assert_equal(tuple(ours.stride()), tuple(theirs.stride()), f"{what} (shape {tuple(theirs.shape)}): stride()")
-    compare.assert_equal(ours.storage_offset(), theirs.storage_offset(), f"{what}: storage_offset()")
-    compare.assert_matches(ours, theirs, what, check_strides=True, check_offset=True)
-    if base is not None and theirs.numel() > 0:
-        if same_memory(theirs, base):
-            compare.assert_shares_memory(ours, base, what)
-        else:
-            compare.assert_no_shared_memory(ours, base, what)
-
-
-def same_outcome(ours_call, torch_call, what: str, base=None, exact_layout=True):
-    """Make the same call on both sides. Where torch raises, ours must raise the same exception type;
-    otherwise compare the results: with exact_layout, strides, offset and memory sharing too (for
-    views and copies); without, shape, dtype and values (for results of arithmetic, whose layout
-    torch chooses by rules this chapter leaves out). Returns (ours, theirs), or None when torch raised."""
-    try:
-        theirs = torch_call()
-    except Exception as e:
-        expected = type(e)
-        try:
-            got = ours_call()
-        except NotImplementedError:
-            raise
-        except expected:
-            return None
-        except Exception as e2:
-            fail(what, f"raised {type(e2).__name__} ({e2}) but torch raises {expected.__name__} ({e})")
-        fail(what, f"returned {short(got)} but torch raises {expected.__name__} ({e})")
-    try:
-        ours = ours_call()
-    except NotImplementedError:
-        raise
-    except Exception as e:
-        fail(what, f"raised {type(e).__name__} ({e}) but torch returns a tensor of {layout(theirs)}"
-             if isinstance(theirs, torch.Tensor) else f"raised {type(e).__name__} ({e}) but torch returns {theirs!r}")
-    if isinstance(theirs, torch.Tensor) and exact_layout:
-        expect_tensor(ours, theirs, what, base)
-    elif isinstance(theirs, torch.Tensor):
-        if not isinstance(ours, Tensor):
-            fail(what, f"returned a {type(ours).__name__}, but torch returns a tensor of shape {tuple(theirs.shape)}")
-        compare.assert_matches(ours, theirs, what)
-    return ours, theirs
+from course.testing import (Op, call_yours, describe, fail, for_random_inputs, layout, random_dim, random_index,
+                            random_layout, random_shape, same_chain, same_outcome, same_random_chain)
 
 
 def check_chain(base: torch.Tensor, ops, name="x"):
     """Apply ops step by step to base and to from_torch(base); compare after every step."""
-    theirs, ours = base, from_torch(base)
-    for i in range(len(ops)):
-        what = f"{chain_text(ops[:i + 1], name)} where {name} has {layout(base)}"
-        result = same_outcome(lambda: ops[i](ours), lambda: ops[i](theirs), what, base=base)
-        if result is None:
-            return
-        ours, theirs = result
+    same_chain(base, ops, ours=from_torch, name=name)
 
 
 def check_chain_of(draw, x, names, length):
     """A random chain of `length` ops among `names` (each fitting the result of the one before), checked."""
-    ops, t = [], x
-    for _ in range(length):
-        op = random_op(draw, t, names)
-        ops.append(op)
-        try:
-            t = op(t)
-        except Exception:
-            break
-    check_chain(x, ops)
-
-
-class Draws:
-    """draw(low, high): an int in [low, high]. Fresh from a random stream (at most `scale` of the way
-    from low to high, so that early examples are small), or replayed from recorded choices."""
-
-    def __init__(self, rng=None, scale=1.0, replay=None):
-        self.rng, self.scale, self.replay, self.made = rng, scale, replay, []
-
-    def __call__(self, low, high):
-        if self.replay is not None:
-            i = len(self.made)
-            value = min(max(self.replay[i], low), high) if i < len(self.replay) else low
-        else:
-            value = self.rng.randint(low, low + round((high - low) * self.scale))
-        self.made.append(value)
-        return value
-
-
-def for_random_inputs(test, examples=100, shrink_seconds=5.0):
-    """Run test(draw) on `examples` random inputs, small ones first. When one fails, simplify it
-    (fewer and smaller choices) while it still fails, and report the simplest failure found.
-    The inputs follow this run's seed, so a failure can be replayed (see its message)."""
-    for i in range(examples):
-        draws = Draws(random.Random(f"{inputs.seed()}:{test.__name__}:{i}"), scale=min(1.0, 3 * (i + 1) / examples))
-        try:
-            test(draws)
-        except AssertionError as error:
-            raise _simplest_failure(test, draws.made, error, shrink_seconds) from None
-
-
-def _simplest_failure(test, choices, error, seconds):
-    def failure(candidate):
-        try:
-            test(Draws(replay=candidate))
-        except AssertionError as e:
-            return e
-        except Exception:  # a different problem: not the failure being simplified
-            return None
-        return None
-
-    deadline = time.monotonic() + seconds
-    improved = True
-    while improved and time.monotonic() < deadline:
-        improved = False
-        for j in range(len(choices)):
-            for candidate in (choices[:j], choices[:j] + [0] + choices[j + 1:],
-                              choices[:j] + [choices[j] // 2] + choices[j + 1:]):
-                if candidate == choices or time.monotonic() > deadline:
-                    continue
-                e = failure(candidate)
-                if e is not None:
-                    choices, error, improved = candidate, e, True
-                    break
-            if improved:
-                break
-    return error
-
-
-# Random inputs: every generator takes draw(low, high), an int in [low, high], so that
-# for_random_inputs can replay and simplify a failing input.
-def random_shape(draw, max_dims=4, max_size=4):
-    return tuple(0 if draw(0, 11) == 0 else draw(1, max_size) for _ in range(draw(0, max_dims)))
-
-
-def random_values(draw, shape, dtype=torch.float32):
-    g = torch.Generator().manual_seed(draw(0, 2**31))
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) < 0.5
-    if dtype == torch.int64:
-        return torch.randint(-5, 6, shape, generator=g)
-    return torch.randn(shape, generator=g, dtype=dtype)
-
-
-def _dim(draw, n, extra=0):
-    m = max(n + extra, 1)
-    d = draw(0, m - 1)
-    return d - m if draw(0, 1) else d
-
-
-def _permutation(draw, n):
-    dims = list(range(n))
-    for i in range(n - 1, 0, -1):
-        j = draw(0, i)
-        dims[i], dims[j] = dims[j], dims[i]
-    return [d - n if draw(0, 2) == 0 else d for d in dims]
-
-
-def _new_shape(draw, shape):
-    """A shape with as many elements, made by merging and splitting dims (often viewable) or at random."""
-    numel = math.prod(shape)
-    dims = list(shape)
-    if numel == 0 or draw(0, 1):
-        for _ in range(draw(1, 3)):
-            kind = draw(0, 3)
-            if kind == 0 and len(dims) >= 2:
-                i = draw(0, len(dims) - 2)
-                dims[i:i + 2] = [dims[i] * dims[i + 1]]
-            elif kind == 1 and dims:
-                i = draw(0, len(dims) - 1)
-                f = [k for k in range(1, dims[i] + 1) if dims[i] % k == 0] if dims[i] else [0, 1, 2]
-                k = f[draw(0, len(f) - 1)]
-                dims[i:i + 1] = [k, dims[i] // k if k else draw(0, 3)] if dims[i] else [k, 0]
-            elif kind == 2:
-                dims.insert(draw(0, len(dims)), 1)
-            elif 1 in dims:
-                dims.remove(1)
-    else:
-        factors, m, p = [], numel, 2
-        while m > 1:
-            while m % p == 0:
-                factors.append(p)
-                m //= p
-            p += 1
-        dims = [1] * draw(1, 4)
-        for f in factors:
-            dims[draw(0, len(dims) - 1)] *= f
-    if dims and draw(0, 2) == 0:
-        dims[draw(0, len(dims) - 1)] = -1
-    return dims
-
-
-def random_op(draw, t, names, errors=True):
-    """An Op of one of `names` with arguments that fit t; now and then (errors=True) one torch rejects."""
-    name = names[draw(0, len(names) - 1)]
-    n, shape = t.dim(), tuple(t.shape)
-    bad = errors and draw(0, 11) == 0
-    if name == "T" and n != 2:
-        name = "mT"  # torch warns about T for other than 2 dims
-    if name == "permute" and n == 0:
-        name = "transpose"
-    if name == "mT" and n < 2 and not (bad and n == 1):
-        name = "transpose"
-    if name in ("T", "mT", "contiguous", "clone"):
-        return Op(name)
-    if name == "transpose":
-        return Op(name, max(n, 1), 0) if bad else Op(name, _dim(draw, n), _dim(draw, n))
-    if name == "permute":
-        dims = _permutation(draw, n)
-        if bad and n < 2:
-            dims = dims + [0]
-        elif bad:  # a dim named twice, often in its other spelling (0 and -n are the same dim)
-            dims = dims[:-1] + [dims[0] + n if dims[0] < 0 else dims[0] - n if draw(0, 1) else dims[0]]
-        return Op(name, *dims)
-    if name in ("view", "reshape"):
-        dims = _new_shape(draw, shape)
-        if bad:
-            dims = dims + [2] if dims else [2]
-        return Op(name, *dims) if dims and draw(0, 1) else Op(name, tuple(dims))
-    if name == "unsqueeze":
-        return Op(name, n + 1 if bad else _dim(draw, n, extra=1))
-    if name == "squeeze":
-        ones = [d for d in range(n) if shape[d] == 1]
-        kind = draw(0, 3)
-        if bad:
-            return Op(name, max(n, 1))
-        if kind == 0:
-            return Op(name)
-        if kind == 1 or not ones:
-            return Op(name, _dim(draw, n))
-        if kind == 2:
-            return Op(name, ones[draw(0, len(ones) - 1)])
-        dims = [d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]]
-        if draw(0, 5) == 0:  # a dim named twice, in its other spelling: torch refuses it
-            dims.append(dims[0] + n if dims[0] < 0 else dims[0] - n)
-        return Op(name, tuple(dims))
-    if name == "flatten":
-        a, b = sorted([draw(0, max(n, 1) - 1), draw(0, max(n, 1) - 1)])
-        if bad and a < b:
-            a, b = b, a
-        a, b = (a - max(n, 1) if draw(0, 2) == 0 else a), (b - max(n, 1) if draw(0, 2) == 0 else b)
-        return [Op(name), Op(name, a), Op(name, a, b)][draw(0, 2)]
-    if name == "narrow":
-        if n == 0:
-            return Op(name, 0, 0, 1)
-        d = draw(0, n - 1)
-        size = shape[d]
-        start = draw(-size, size)
-        length = draw(0, size - (start + size if start < 0 else start))
-        if bad:
-            length = size + 1
-        return Op(name, d - n if draw(0, 1) else d, start, length)
-    if name == "as_strided":
-        room = t.untyped_storage().nbytes() // t.element_size()
-        k = draw(0, 3)
-        size = [draw(0, 3) for _ in range(k)]
-        stride = [draw(0, 4) for _ in range(k)]
-
-        def span():
-            return sum((a - 1) * s for a, s in zip(size, stride)) if all(size) else 0
-
-        if room == 0 and k:
-            size[0] = 0
-        while room > 0 and span() >= room:
-            i = max(range(k), key=lambda d: (size[d] - 1) * stride[d])
-            stride[i] //= 2
-        if draw(0, 2) == 0 and t.storage_offset() + span() < room:
-            offset = None
-        else:
-            offset = draw(0, max(room - 1 - span(), 0))
-        if bad:
-            offset, size = room, [max(a, 1) for a in size]
-        if offset is None:
-            return Op(name, tuple(size), tuple(stride))
-        return Op(name, tuple(size), tuple(stride), offset)
-    if name in ("expand", "broadcast_to"):
-        sizes = [draw(0, 3) if s == 1 and draw(0, 1) else (-1 if name == "expand" and draw(0, 3) == 0 else s)
-                 for s in shape]
-        lead = [draw(0, 3) for _ in range(draw(0, 2))] if n else [draw(1, 3) for _ in range(draw(0, 2))]
-        if bad and any(s > 1 for s in shape):
-            i = max(range(n), key=lambda d: shape[d])
-            sizes[i] = shape[i] + 1
-        elif bad:
-            lead = [-1] + lead if name == "expand" else lead + [2, 3][:max(0, 1 - n)]
-        target = lead + sizes
-        return Op(name, *target) if name == "expand" and target and draw(0, 1) else Op(name, tuple(target))
-    if name == "getitem":
-        return Op(name, random_index(draw, shape, bad))
-    raise ValueError(name)
-
-
-def random_index(draw, shape, bad=False):
-    n = len(shape)
-    left = draw(0, n)
-    right = draw(0, n - left) if draw(0, 2) == 0 else 0
-    ellipsis = right > 0 or draw(0, 3) == 0
-
-    def item(size):
-        if size > 0 and draw(0, 2) == 0:
-            return draw(-size, size - 1)
-        start = None if draw(0, 1) else draw(-size - 2, size + 2)
-        stop = None if draw(0, 1) else draw(-size - 2, size + 2)
-        return slice(start, stop, [None, 1, 2, 3][draw(0, 3)])
-
-    key = [item(shape[d]) for d in range(left)]
-    tail = [item(shape[n - right + d]) for d in range(right)]
-    if bad:
-        kind = draw(0, 2)
-        if kind == 0 and n:
-            key = [shape[0]] + key[1:] if left else [shape[0]]
-        elif kind == 1:
-            key = key + [0] * (n - left - right + 1)
-        elif left + right < n:
-            key = key + [slice(None, None, -1)]
-    key = key + ([Ellipsis] if ellipsis else []) + tail
-    for _ in range(draw(0, 2)):
-        key.insert(draw(0, len(key)), None)
-    return tuple(key) if len(key) != 1 or draw(0, 1) else key[0]
-
-
-LAYOUT_OPS = ("transpose", "permute", "getitem", "getitem", "narrow", "expand", "unsqueeze", "T")
-
-
-def random_layout(draw, dtype=None, max_dims=4, values="positions"):
-    """A torch tensor in a random layout — transposed, sliced with steps, expanded, with an offset —
-    made by a few torch ops from a fresh storage. With values="positions", each element's value is its
-    storage position; with "random", random values of the dtype."""
-    dtype = dtype or [torch.float32, torch.float64, torch.int64, torch.bool][draw(0, 3)]
-    shape = random_shape(draw, max_dims=max_dims)
-    n = math.prod(shape)
-    if values == "positions":
-        t = torch.arange(n).to(dtype) if dtype != torch.bool else torch.arange(n) % 3 == 0
-        t = t.reshape(shape)
-    else:
-        t = random_values(draw, shape, dtype)
-    for _ in range(draw(0, 3)):
-        op = random_op(draw, t, LAYOUT_OPS, errors=False)
-        try:
-            t = op(t)
-        except (RuntimeError, IndexError, ValueError, TypeError):
-            pass
-    return t
+    same_random_chain(draw, x, names, length, ours=from_torch)
 
 
 # %% [markdown]
@@ -1280,22 +870,22 @@ def storage_position(index, stride, offset: int = 0) -> int:
 # %% tests="ex_strides" points=1
 for shape in [(3, 4), (2, 3, 4), (5,), (), (2, 0, 3), (1, 1)]:
     what = f"contiguous_strides({shape})"
-    compare.assert_equal(tuple(yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
 x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
 what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"
-compare.assert_equal(yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
+compare.assert_equal(call_yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
                      x[1, 2, 0].storage_offset(), what)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_strides(draw):
     shape = random_shape(draw, max_dims=5, max_size=5)
     what = f"contiguous_strides({shape})"
-    compare.assert_equal(tuple(yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
     t = random_layout(draw)
     if t.numel():
         index = tuple(draw(0, s - 1) for s in t.shape)
         what = f"storage_position({index}, stride={t.stride()}, offset={t.storage_offset()})"
-        compare.assert_equal(yours(what, storage_position, index, t.stride(), t.storage_offset()),
+        compare.assert_equal(call_yours(what, storage_position, index, t.stride(), t.storage_offset()),
                              t[index].storage_offset(), what)
 
 
@@ -1360,7 +950,7 @@ def expect_basics(t: torch.Tensor, what: str):
     ours = from_torch(t)
     for name in ("numel", "dim", "element_size", "is_contiguous"):
         call = f"{name}() of {what} ({layout(t)})"
-        compare.assert_equal(yours(call, getattr(ours, name)), getattr(t, name)(), call)
+        compare.assert_equal(call_yours(call, getattr(ours, name)), getattr(t, name)(), call)
 
 
 base = torch.arange(12.).reshape(3, 4)
@@ -1488,14 +1078,14 @@ class Copies:
 # %% tests="ex_copies" points=2
 def expect_copies(t: torch.Tensor, what: str):
     ours = from_torch(t)
-    result = same_outcome(lambda: ours.contiguous(), lambda: t.contiguous(), f"{what}.contiguous()", base=t)
+    result = same_outcome(lambda: ours.contiguous(), lambda: t.contiguous(), f"{what}.contiguous()", layout=True, base=t)
     if t.is_contiguous():
         assert result[0] is ours, f"{what}.contiguous() made a new tensor, but torch returns the tensor itself when it is already contiguous ({layout(t)})"
-    same_outcome(lambda: ours.clone(), lambda: t.clone(), f"{what}.clone()", base=t)
-    got, want = yours(f"{what}.tolist()", ours.tolist), t.tolist()
+    same_outcome(lambda: ours.clone(), lambda: t.clone(), f"{what}.clone()", layout=True, base=t)
+    got, want = call_yours(f"{what}.tolist()", ours.tolist), t.tolist()
     compare.assert_equal(got, want, f"{what}.tolist() ({layout(t)})")
     if t.numel() == 1:
-        got = yours(f"{what}.item()", ours.item)
+        got = call_yours(f"{what}.item()", ours.item)
         compare.assert_equal((type(got).__name__, got), (type(t.item()).__name__, t.item()), f"{what}.item() ({layout(t)})")
     else:
         compare.assert_raises(RuntimeError, ours.item, f"{what}.item() with {t.numel()} elements")
@@ -1651,7 +1241,7 @@ check_chain(x.transpose(0, 2), [Op("view", 24)], "y")             # torch: Runti
 check_chain(x.transpose(0, 2), [Op("reshape", 24)], "y")          # a copy
 check_chain(x[:, :, :2], [Op("view", 2, 3, 1, 2)], "y")
 check_chain(x[1, 1:], [Op("reshape", 8)], "y")
-compare.assert_equal(yours("infer_size((2, -1), 6)", infer_size, (2, -1), 6), (2, 3), "infer_size((2, -1), 6)")
+compare.assert_equal(call_yours("infer_size((2, -1), 6)", infer_size, (2, -1), 6), (2, 3), "infer_size((2, -1), 6)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_views(draw):
@@ -2259,7 +1849,7 @@ def operand(kind, dtype):
 def expect_result_type(a, b):
     (pa, ta, na), (pb, tb, nb) = a, b
     what = f"result_type({na}, {nb})"
-    got = yours(what, result_type, pa, pb)
+    got = call_yours(what, result_type, pa, pb)
     want = torch.result_type(ta, tb)
     compare.assert_equal(getattr(got, "name", got), str(want).replace("torch.", ""), what)
 
@@ -2271,7 +1861,7 @@ expect_result_type(operand("0-dim", torch.int64), operand("tensor", torch.float3
 for f in TORCH_DTYPES:
     for t in TORCH_DTYPES:
         what = f"can_cast({DTYPE_OF_TORCH[f]}, {DTYPE_OF_TORCH[t]})"
-        compare.assert_equal(yours(what, can_cast, DTYPE_OF_TORCH[f], DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
+        compare.assert_equal(call_yours(what, can_cast, DTYPE_OF_TORCH[f], DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 for ka in ("tensor", "0-dim", "number"):
@@ -2395,7 +1985,7 @@ def expect_binary(op, a, b, a_text="a", b_text="b"):
     pa = from_torch(a) if isinstance(a, torch.Tensor) else a
     pb = from_torch(b) if isinstance(b, torch.Tensor) else b
     what = binary_text(op, f"{a_text} ({describe(a)})", f"{b_text} ({describe(b)})")
-    same_outcome(lambda: BINARY[op](pa, pb), lambda: BINARY[op](a, b), what, exact_layout=False)
+    same_outcome(lambda: BINARY[op](pa, pb), lambda: BINARY[op](a, b), what)
 
 
 def twin(a: torch.Tensor):
@@ -2438,8 +2028,7 @@ def expect_inplace(op, a, b, a_text="a"):
 
 x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
 for op in UNARY:
-    same_outcome(lambda: getattr(from_torch(x.T), op)(), lambda: getattr(x.T, op)(), f"x.T.{op}() where x: {describe(x)}",
-                 exact_layout=False)
+    same_outcome(lambda: getattr(from_torch(x.T), op)(), lambda: getattr(x.T, op)(), f"x.T.{op}() where x: {describe(x)}")
 expect_binary("add", x, x[0], "x", "x[0]")
 expect_binary("mul", x.T, torch.tensor([2, 3]), "x.T", "an int64 tensor")
 expect_binary("sub", 1, x, "1", "x")
@@ -2464,7 +2053,7 @@ def operand_pair(draw):
             shape = [draw(1, 3)] + shape
         if shape and draw(0, 14) == 0:
             shape[draw(0, len(shape) - 1)] = draw(2, 5)
-        b = random_values(draw, tuple(shape), dtypes[draw(0, 3)])
+        b = draw.values(tuple(shape), dtypes[draw(0, 3)])
         if b.dim() >= 2 and draw(0, 1):
             b = b.mT.contiguous().mT
         if kind == 1 and b.dim() == a.dim():
@@ -2495,8 +2084,7 @@ def test_elementwise(draw):
     t = a if isinstance(a, torch.Tensor) else b
     unary = UNARY[draw(0, len(UNARY) - 1)]
     if not (t.dtype == torch.bool and unary in ("neg", "abs", "relu")):
-        same_outcome(lambda: getattr(from_torch(t), unary)(), lambda: getattr(t, unary)(), f"a.{unary}() where a: {describe(t)}",
-                     exact_layout=False)
+        same_outcome(lambda: getattr(from_torch(t), unary)(), lambda: getattr(t, unary)(), f"a.{unary}() where a: {describe(t)}")
     if isinstance(a, torch.Tensor):
         name = list(INPLACE)[draw(0, len(INPLACE) - 1)]
         if not (name in ("sub_",) and (a.dtype == torch.bool or getattr(b, "dtype", None) == torch.bool)):
@@ -2627,7 +2215,7 @@ def expect_reduction(t, name, *args, **kwargs):
     ours = from_torch(t)
     what = f"x{reduce_call(name, args, kwargs)} where x: {describe(t)}"
     result = same_outcome(lambda: getattr(ours, name)(*args, **kwargs), lambda: getattr(t, name)(*args, **kwargs),
-                          what, exact_layout=False)
+                          what)
     if result is not None and name == "max" and (args or "dim" in kwargs):
         (got, want) = result
         if not isinstance(got, tuple) or len(got) != 2:
@@ -2655,7 +2243,7 @@ def test_reductions(draw):
     if kind == 0 and (name == "argmax" or not kwargs):
         expect_reduction(x, name, **kwargs)
     elif kind == 1 or name in ("max", "argmax"):
-        expect_reduction(x, name, _dim(draw, n), **kwargs)
+        expect_reduction(x, name, random_dim(draw, n), **kwargs)
     else:
         dims = sorted({draw(0, max(n, 1) - 1) for _ in range(draw(1, 3))})
         dims = [d - max(n, 1) if draw(0, 1) else d for d in dims]
@@ -2729,7 +2317,7 @@ class MatMul:
 # %% tests="ex_matmul" points=2
 def expect_matmul(a, b, a_text="a", b_text="b"):
     what = f"{a_text} @ {b_text} where {a_text}: {describe(a)}, {b_text}: {describe(b)}"
-    same_outcome(lambda: from_torch(a) @ from_torch(b), lambda: a @ b, what, exact_layout=False)
+    same_outcome(lambda: from_torch(a) @ from_torch(b), lambda: a @ b, what)
 
 
 g = inputs.generator()
@@ -2741,7 +2329,7 @@ expect_matmul(m, m.double().T, "m", "m.double().T")                      # torch
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def matmul_operand(draw, shape, dtype):
-    t = random_values(draw, shape, dtype)
+    t = draw.values(shape, dtype)
     kind = draw(0, 3)
     if kind == 1 and t.dim() >= 2:
         t = t.mT.contiguous().mT
