@@ -285,7 +285,12 @@ _DEFAULT_TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5
                       torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5), torch.complex128: (1e-7, 1e-7)}
 # How many times torch's own rounding error (against float64) a correct answer may differ from torch by:
 # two correct float32 programs summing in different orders land a few rounding errors apart.
-_ROUNDING_SLACK = 4.0
+ROUNDING_SLACK = 4.0
+
+
+def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) that torch.testing.assert_close picks for `dtype`; (0, 0) for exact dtypes."""
+    return _DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
 
 
 def tolerance(expected: torch.Tensor, *, rtol=None, atol=None, scale=None, exact=None) -> tuple[float, float]:
@@ -302,7 +307,7 @@ def tolerance(expected: torch.Tensor, *, rtol=None, atol=None, scale=None, exact
     expected = as_torch(expected)
     exact = as_torch(exact) if exact is not None else None
     with _NoTorchFunction():
-        base_rtol, base_atol = _DEFAULT_TOLERANCE.get(expected.dtype, (0.0, 0.0))
+        base_rtol, base_atol = default_tolerance(expected.dtype)
         rtol = base_rtol if rtol is None else float(rtol)
         atol = base_atol if atol is None else float(atol)
         if scale is not None:
@@ -311,7 +316,7 @@ def tolerance(expected: torch.Tensor, *, rtol=None, atol=None, scale=None, exact
             torch_error = (expected.double() - exact.double().to(expected.device)).abs()
             torch_error = torch_error[torch_error.isfinite()]
             if torch_error.numel():
-                atol += _ROUNDING_SLACK * float(torch_error.max())
+                atol += ROUNDING_SLACK * float(torch_error.max())
     return rtol, atol
 
 

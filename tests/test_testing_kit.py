@@ -182,3 +182,38 @@ def test_same_call_checks_aliasing_and_gradients():
     with pytest.raises(AssertionError, match="does not require grad"):
         same_call(lambda p: p.detach() * 1 if getattr(p, "yours", False) else p * 1, [a], "a * 1", ours=ours, grad=True,
                   allow_torch=True)
+
+
+def test_float32_tolerances_widen_with_the_rounding_a_computation_shows_and_only_with_it():
+    from course.compare import default_tolerance
+    from course.testing import float32_tolerances
+    base_rtol, base_atol = default_tolerance(torch.float32)
+    x = torch.tensor([0.25, 1.5, -2.0])
+    (plain,) = float32_tolerances(lambda a: a * 2, [x])[:1]
+    assert plain["rtol"] == base_rtol and plain["atol"] == pytest.approx(base_atol), "a*2 rounds exactly: no widening"
+    assert float32_tolerances(lambda a: a * 2, [x.double()]) == [{}, {}], "float64 keeps the dtype's defaults"
+
+    def deep(a):  # powers of powers: many ulps of rounding in the value and in its gradient
+        b = a * a + 0.5
+        c = b ** a.maximum(b ** a)
+        return ((c * c + 0.5) ** (b ** a) + 0.5) ** 2.0
+    a = torch.tensor(0.9)
+    value, gradient = float32_tolerances(deep, [a], [True], torch.tensor(1.0))
+    assert value["atol"] > base_atol and gradient["atol"] > base_atol, (value, gradient)
+    assert float32_tolerances(deep, [a], [True], torch.tensor(1.0)) == [value, gradient], "deterministic"
+
+    # relu at exactly 0 is a kink: neighbours of 0 have another gradient, but each is compared with float64
+    # at the same neighbour, so the kink widens nothing (a wrong relu'(0) must still fail)
+    zeros = torch.zeros(4)
+    _, relu_grad = float32_tolerances(torch.relu, [zeros], [True], torch.ones(4))
+    assert relu_grad["atol"] == pytest.approx(base_atol), relu_grad
+
+
+def test_every_module_of_the_kit_is_watched_by_the_sandbox():
+    from pathlib import Path
+
+    from autograder.sandbox.integrity import TESTING_KIT
+    import course.testing
+    modules = {f"course.testing.{p.stem}" for p in Path(course.testing.__file__).parent.glob("*.py")
+               if p.stem != "__init__"}
+    assert modules | {"course.testing"} == set(TESTING_KIT), "autograder/sandbox/integrity.py TESTING_KIT"

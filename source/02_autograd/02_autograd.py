@@ -1496,6 +1496,9 @@ def _where_cpu(condition, x, y) -> Tensor:
 # Use it to try your own cases.
 
 # %%
+from course.testing.rounding import float32_tolerances
+
+
 def tame(f, args, limit=1e4) -> bool:
     """Are f's values and gradients at args (in torch, float64) finite and below `limit`? Random graphs that
     overflow or round badly test nothing but rounding; the hidden tests draw another instead."""
@@ -1510,21 +1513,6 @@ def tame(f, args, limit=1e4) -> bool:
     return all(bool(torch.isfinite(v).all()) and (v.numel() == 0 or v.abs().max() < limit) for v in values)
 
 
-def in_float64(f, args, requires_grad, gradient):
-    """torch's f(*args) and the .grad of each argument, computed in float64 from the same values: what
-    `compare.assert_matches(exact=...)` measures torch's own float32 rounding against. None where
-    torch cannot do it in float64."""
-    leaves = [a.detach().double().requires_grad_(r) if isinstance(a, torch.Tensor) and a.is_floating_point()
-              else a for a, r in zip(args, requires_grad)]
-    try:
-        out = f(*leaves)
-        if out.requires_grad:
-            out.backward(gradient.double())
-    except Exception:
-        return None, [None] * len(args)
-    return out.detach(), [a.grad if isinstance(a, torch.Tensor) else None for a in leaves]
-
-
 def expect_op(f, args, what, requires_grad=None, gradient=None):
     """f(*args) on your tensors and on torch's: the same result, and after backward(g), the same .grad for
     every argument. args: torch tensors (any layout) or numbers; floating tensors require grad unless
@@ -1533,16 +1521,14 @@ def expect_op(f, args, what, requires_grad=None, gradient=None):
     pairs = [leaf_pair(a, r) if isinstance(a, torch.Tensor) else (a, a) for a, r in zip(args, requires_grad)]
     described = ", ".join(f"{chr(97 + i)}: {describe(a)}" for i, a in enumerate(args))
     what = f"{what} where {described}"
-    # a float32 input rounds every value computed from it, float64 results included: compare at float32's tolerance
-    low = any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args)
-    tolerance = {"rtol": 1.3e-6, "atol": 1e-5} if low else {}
     try:
         theirs = f(*[p[1] for p in pairs])
     except Exception:
         return None  # torch refuses these inputs; chapter 01 checked that yours does too
     ours = f(*[p[0] for p in pairs])
-    exact = in_float64(f, args, [False] * len(args), None)[0] if low else None
-    compare.assert_matches(ours, theirs.detach(), what, exact=exact, **tolerance)
+    # a float32 input rounds every value computed from it, float64 results included: compare at the
+    # rounding float32 shows for this computation at these inputs (course.testing.rounding)
+    compare.assert_matches(ours, theirs.detach(), what, **float32_tolerances(f, args)[0])
     if not theirs.requires_grad:
         assert not ours.requires_grad, f"{what}: the result requires grad, but torch's does not"
         return ours, theirs
@@ -1559,16 +1545,16 @@ def expect_op(f, args, what, requires_grad=None, gradient=None):
         raise AssertionError(f"{what}: backward(g) raised {type(e).__name__} ({e}), but torch's backward runs, for g: "
                              f"{describe(gradient)}{inputs.replay_hint()}") from None
     theirs.backward(gradient)
-    # float32 gradients of a chain like a.exp().tanh().exp() carry rounding torch's own result shows:
-    # measured against float64, it widens the tolerance where the chain is ill-conditioned
-    exact_grads = in_float64(f, args, requires_grad, gradient)[1] if low else [None] * len(args)
+    # float32 gradients of a deep chain (a.exp().tanh().exp(), powers of powers whose paths cancel) round
+    # by many ulps, and another correct engine adds the paths in another order
+    grad_tolerances = float32_tolerances(f, args, requires_grad, gradient)[1:]
     for i, (mine, torchs) in enumerate(pairs):
         if isinstance(torchs, torch.Tensor) and torchs.requires_grad:
             grad_what = f"the gradient of {chr(97 + i)} (its .grad) after backward(g) of {what}"
             if torchs.grad is None:
                 assert mine.grad is None, f"{grad_what}: torch gives none, but yours has one"
             else:
-                compare.assert_matches(mine.grad, torchs.grad, grad_what, exact=exact_grads[i], **tolerance)
+                compare.assert_matches(mine.grad, torchs.grad, grad_what, **grad_tolerances[i])
     return ours, theirs
 
 # %% [markdown]
