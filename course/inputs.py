@@ -138,9 +138,17 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     if not long_dims:
         return t
     if len(long_dims) >= 2 and _ask("random", ()) < 0.5:
-        a, b = long_dims[0], long_dims[-1]
-        return t.transpose(a, b).contiguous().transpose(a, b)
-    d = long_dims[_ask("randrange", (len(long_dims),))]
+        return transposed_copy(t, long_dims[0], long_dims[-1])
+    return stepped_copy(t, long_dims[_ask("randrange", (len(long_dims),))])
+
+
+def transposed_copy(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """t's values in memory laid out with dims a and b swapped: the same shape, non-contiguous strides."""
+    return t.transpose(a, b).contiguous().transpose(a, b)
+
+
+def stepped_copy(t: torch.Tensor, d: int) -> torch.Tensor:
+    """t's values at every other element of a buffer twice as long along dim d: a stride of 2 there."""
     shape = list(t.shape)
     shape[d] *= 2
     big = torch.zeros(shape, dtype=t.dtype, device=t.device)

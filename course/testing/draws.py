@@ -98,16 +98,8 @@ class Draws:
         if not long_dims or not self(0, 7):
             return t
         if len(long_dims) >= 2 and self.coin():
-            a, b = long_dims[0], long_dims[-1]
-            return t.transpose(a, b).contiguous().transpose(a, b)
-        d = self.choice(long_dims)
-        shape = list(t.shape)
-        shape[d] *= 2
-        big = torch.zeros(shape, dtype=t.dtype, device=t.device)
-        index = [slice(None)] * t.dim()
-        index[d] = slice(None, None, 2)
-        big[tuple(index)] = t
-        return big[tuple(index)]
+            return inputs.transposed_copy(t, long_dims[0], long_dims[-1])
+        return inputs.stepped_copy(t, self.choice(long_dims))
 
 
 def for_random_inputs(test=None, examples: int = 100, *, shrink_seconds: float = 3.0):

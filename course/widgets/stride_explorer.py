@@ -24,6 +24,8 @@ from html import escape
 import ipywidgets as widgets
 import torch
 
+from course.testing.views import Op
+
 # operation -> hint for its arguments (as you would type them between the parentheses)
 OPS = {
     "transpose": "dim0, dim1",
@@ -90,30 +92,29 @@ def parse_args(text: str) -> tuple:
     return value
 
 
-class Step:
-    """One operation of the chain, applied the same way to a torch tensor and to a picotorch one."""
+class Step(Op):
+    """One operation of the chain, as the student typed it, applied the same way to a torch tensor and to
+    a picotorch one (course.testing's Op, which the chapters' tests build their chains from)."""
 
     def __init__(self, name: str, args_text: str = ""):
         if name not in OPS:
             raise ArgumentError(f"unknown operation {name!r}; known: {', '.join(OPS)}")
-        self.name, self.args_text = name, args_text.strip()
-        self.args = (parse_key(self.args_text),) if name == "[ ]" else parse_args(self.args_text)
-        if name in ("T", "mT", "contiguous", "clone") and self.args:
+        if name in ("T", "mT", "contiguous", "clone") and args_text.strip():
             raise ArgumentError(f"{name} takes no arguments")
-
-    def __call__(self, x):
-        if self.name == "[ ]":
-            return x[self.args[0]]
-        if self.name in ("T", "mT"):
-            return getattr(x, self.name)
-        return getattr(x, self.name)(*self.args)
+        self.args_text = args_text.strip()
+        if name == "[ ]":
+            super().__init__("getitem", parse_key(self.args_text))
+        else:
+            super().__init__(name, *parse_args(self.args_text))
 
     def __str__(self):
-        if self.name == "[ ]":
+        if self.name == "getitem":
             return f"[{self.args_text}]"
         if self.name in ("T", "mT"):
             return f".{self.name}"
         return f".{self.name}({self.args_text})"
+
+    __repr__ = __str__
 
 
 def _reference_from_torch():
