@@ -60,6 +60,26 @@ _RUN_ALL_ONE_BY_ONE = """async () => {
 }"""
 
 
+_PASTE_AND_SAVE = """async ([index, code]) => {
+  // Paste `code` into cell `index` and save until the file on disk holds it. Neither the model's dirty
+  // flag nor one save is proof: on a busy machine the edit can reach the model after a save (which then
+  // writes the old cell), or the flag can still read clean when checked. The server's copy is the proof.
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.context.ready;
+  panel.content.widgets[index].model.sharedModel.setSource(code);
+  const contents = window.jupyterapp.serviceManager.contents;
+  for (let i = 0; i < 90; i++) {
+    await panel.context.save();
+    const onDisk = await contents.get(panel.context.path, {content: true});
+    const cell = onDisk.content.cells[index];
+    const text = Array.isArray(cell.source) ? cell.source.join('') : cell.source;
+    if (text === code) return true;
+    await new Promise(resolve => setTimeout(resolve, 1000));
+  }
+  return false;
+}"""
+
+
 def open_notebook(browser, lab, chapter):
     base, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -90,18 +110,8 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
     test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
     page, panel = open_notebook(browser, lab, chapter)
     try:
-        page.evaluate("""async ([index, code]) => {
-          const panel = window.jupyterapp.shell.currentWidget;
-          await panel.context.ready;
-          panel.content.widgets[index].model.sharedModel.setSource(code);
-          // A save can land before the edit reaches the model (the page is still settling, slowly on a busy
-          // machine): save until clean, for up to 90 s.
-          for (let i = 0; i < 90 && panel.context.model.dirty; i++) {
-            await panel.context.save();
-            await new Promise(resolve => setTimeout(resolve, 1000));
-          }
-        }""", [first.solution_cells[0], solution])
-        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=10_000)
+        saved = page.evaluate(_PASTE_AND_SAVE, [first.solution_cells[0], solution])
+        assert saved, f"the pasted solution of {first.id} never reached the file on disk (90 saves in 90 s)"
         n_cells = page.evaluate(_RUN_ALL_ONE_BY_ONE)  # the last cell is `check()`
         assert n_cells == len(nb.cells)
         title = nb.metadata["course"].get("title", "")
