@@ -6,8 +6,8 @@
   layouts that break a framework (non-contiguous, expanded, sliced, size 0).
 - `Op`, `random_op`, `random_index`, `chain_text`: view operations as data, for chains of views.
 - `same_call(fn, args, what, ours=...)`, `same_outcome(ours_call, torch_call, what)`: run both sides and
-  compare values, layout, aliasing, gradients and errors; `same_chain`, `same_random_chain`: the same
-  after every step of a chain of views.
+  compare values, layout, aliasing, gradients and errors; `same_error`: only the errors; `same_chain`,
+  `same_random_chain`: the same after every step of a chain of views.
 - `float32_tolerances(f, args)`: how far a correct float32 answer may land from torch's here, measured.
 - `describe`, `layout`, `short`: how a message names a value.
 
@@ -17,11 +17,12 @@ from course.testing.describe import describe, layout, short
 from course.testing.rounding import ROUNDING_SLACK, float32_tolerances
 from course.testing.draws import Draws, for_random_inputs
 from course.testing.layouts import broadcast_family, leaf_copy, random_layout, random_shape, same_layout_copy
-from course.testing.same_call import call_yours, fail, same_call, same_chain, same_outcome, same_random_chain
+from course.testing.same_call import (call_yours, fail, same_call, same_chain, same_error, same_outcome,
+                                      same_random_chain)
 from course.testing.views import (LAYOUT_OPS, Op, chain_text, index_text, random_dim, random_index, random_op,
                                   random_view_shape)
 
 __all__ = ["Draws", "for_random_inputs", "random_shape", "random_layout", "broadcast_family", "same_layout_copy",
            "leaf_copy", "Op", "LAYOUT_OPS", "random_op", "random_index", "random_dim", "random_view_shape", "chain_text",
-           "index_text", "same_call", "same_outcome", "same_chain", "same_random_chain", "call_yours", "fail", "describe", "layout", "short",
+           "index_text", "same_call", "same_outcome", "same_error", "same_chain", "same_random_chain", "call_yours", "fail", "describe", "layout", "short",
            "float32_tolerances", "ROUNDING_SLACK"]

@@ -19,7 +19,7 @@ from course.testing.describe import describe, layout as layout_text, short
 from course.testing.layouts import leaf_copy
 from course.testing.views import chain_text, random_op
 
-__all__ = ["same_outcome", "same_call", "same_chain", "same_random_chain", "call_yours", "fail"]
+__all__ = ["same_outcome", "same_error", "same_call", "same_chain", "same_random_chain", "call_yours", "fail"]
 
 
 def fail(what: str, detail: str):
@@ -78,16 +78,9 @@ def _compare(ours, theirs, what: str, layout: bool, allow_torch: bool, tolerance
         compare.assert_equal(ours, theirs, what)
 
 
-def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base=None, error=None,
-                 allow_torch: bool = False, **tolerance):
-    """Call torch_call() and ours_call() and compare. Where torch raises, yours must raise the same type of
-    exception (or `error`, a type or tuple of types, where the chapter asks no more). Otherwise the results
-    must match (values, dtype, shape; tuples and lists element by element); with layout=True also strides
-    and storage offset; with `base` (a tensor both sides' inputs share memory with: chapter 01's tensors
-    over torch's memory), the result shares base's memory exactly when torch's does (a view, not a copy).
-    `tolerance`: rtol/atol/scale/exact for compare.assert_matches. A tensor of yours must be your framework's
-    (with to_torch()), not torch's, unless allow_torch (the kit's own tests). Returns (yours, torch's), or None when
-    torch raised and so did yours."""
+def _both(ours_call, torch_call, what: str, error=None):
+    """(raised, yours, torch's): torch_call() and ours_call(), where torch raises, yours must raise the same
+    type of exception (or `error`) and raised is True; otherwise yours must not raise."""
     try:
         theirs = torch_call()
     except Exception as e:
@@ -98,7 +91,7 @@ def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base
         except NotImplementedError:
             raise
         except expected:
-            return None
+            return True, None, None
         except Exception as e2:
             fail(what, f"raised {type(e2).__name__} ({e2}) but torch raises {names} ({e})")
         fail(what, f"returned {short(got)} but torch raises {names} ({e})")
@@ -108,6 +101,29 @@ def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base
         raise
     except Exception as e:
         fail(what, f"raised {type(e).__name__} ({e}) but torch returns {_what_torch_gives(theirs)}")
+    return False, ours, theirs
+
+
+def same_error(ours_call, torch_call, what: str, *, error=None) -> bool:
+    """Call torch_call() and ours_call(): where torch raises, yours must raise the same type of exception
+    (or `error`); where it does not, neither may yours. Returns whether torch raised. For calls whose
+    results a test compares its own way (a module, an optimizer's state)."""
+    return _both(ours_call, torch_call, what, error)[0]
+
+
+def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base=None, error=None,
+                 allow_torch: bool = False, **tolerance):
+    """Call torch_call() and ours_call() and compare. Where torch raises, yours must raise the same type of
+    exception (or `error`, a type or tuple of types, where the chapter asks no more). Otherwise the results
+    must match (values, dtype, shape; tuples and lists element by element); with layout=True also strides
+    and storage offset; with `base` (a tensor both sides' inputs share memory with: chapter 01's tensors
+    over torch's memory), the result shares base's memory exactly when torch's does (a view, not a copy).
+    `tolerance`: rtol/atol/scale/exact for compare.assert_matches. A tensor of yours must be your framework's
+    (with to_torch()), not torch's, unless allow_torch (the kit's own tests). Returns (yours, torch's), or None when
+    torch raised and so did yours."""
+    raised, ours, theirs = _both(ours_call, torch_call, what, error)
+    if raised:
+        return None
     _compare(ours, theirs, what, layout, allow_torch, tolerance)
     if base is not None and isinstance(theirs, torch.Tensor) and theirs.numel() > 0:
         if _shares(theirs, base, what):

@@ -289,6 +289,8 @@ class Parameter(Tensor):
 # %%
 import types
 
+from course.testing import describe, same_error, same_layout_copy
+
 
 class OurNN:
     """Your picotorch as an `nn` namespace: OUR_NN.Module is your Module, looked up when it is used."""
@@ -303,35 +305,9 @@ class OurNN:
 OUR_NN = OurNN()
 
 
-def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy of t's whole storage, viewed with t's exact shape, strides and offset."""
-    n = t.untyped_storage().nbytes() // t.element_size()
-    flat = t.detach().as_strided((n,), (1,), 0).clone()
-    return flat.as_strided(t.shape, t.stride(), t.storage_offset())
-
-
 def ours(t: torch.Tensor) -> Tensor:
     """Your tensor with t's values and layout (not sharing t's memory)."""
     return from_torch(same_layout_copy(t))
-
-
-def describe(t) -> str:
-    """'float32 (2, 3)' for a tensor (yours or torch's), repr for anything else."""
-    if isinstance(t, (torch.Tensor, Tensor)):
-        dtype = str(t.dtype).replace("torch.", "").replace("picotorch.", "")
-        return f"{dtype} {tuple(t.shape)}"
-    return repr(t)
-
-
-def expect_same_error(ours_call, theirs_call, what):
-    """torch's call raises (or not): yours must raise the same type of exception (or not)."""
-    try:
-        theirs_call()
-    except Exception as e:  # torch refuses: so must you, with the same type of error
-        compare.assert_raises(type(e), ours_call, f"{what} (torch raises {type(e).__name__}: {str(e)[:120]})")
-        return True
-    ours_call()
-    return False
 
 
 # %% tests="ex_parameter" points=1
@@ -623,7 +599,7 @@ class ModelPair:
     def both(self, text, step):
         """Run step(pool) in both worlds; torch raising means yours must raise the same error."""
         self.log.append(text)
-        expect_same_error(lambda: step(self.ours_pool), lambda: step(self.theirs_pool), f"{self.where()}")
+        same_error(lambda: step(self.ours_pool), lambda: step(self.theirs_pool), f"{self.where()}")
 
     def where(self):
         return "after the steps\n    " + "\n    ".join(self.log[-25:])
@@ -820,7 +796,7 @@ class EarlyTorch(torch.nn.Module):
 
 for value_pair in [(torch.nn.Parameter(torch.ones(2)), OUR_NN.Parameter(ours(torch.ones(2)))),
                    (torch.nn.Module(), OUR_NN.Module())]:
-    expect_same_error(lambda: Early(value_pair[1]), lambda: EarlyTorch(value_pair[0]),
+    same_error(lambda: Early(value_pair[1]), lambda: EarlyTorch(value_pair[0]),
                       f"assigning a {type(value_pair[1]).__name__} before Module.__init__()")
 e = Early(5)
 compare.assert_equal(e.w, 5, "a plain attribute assigned before Module.__init__()")
@@ -1985,7 +1961,7 @@ expect_layer(linear(4, 3), torch.randn(0, 4), "Linear(4, 3) on an empty batch")
 mine, theirs = build_both(linear(3, 2))
 run_both(mine, theirs, torch.randn(5, 3), "Linear(3, 2) with x not requiring grad", x_requires_grad=False)
 for bad_x, text in [(torch.randn(4, 5), "x of shape (4, 5)"), (torch.randn(4, 3, dtype=torch.float64), "a float64 x")]:
-    expect_same_error(lambda: mine(ours(bad_x)), lambda: theirs(bad_x), f"Linear(3, 2)(x) for {text}")
+    same_error(lambda: mine(ours(bad_x)), lambda: theirs(bad_x), f"Linear(3, 2)(x) for {text}")
 for seed in range(3):  # statistics of the initialisation, whatever the generator
     layer = Linear(200, 50)
     bound = 1 / math.sqrt(200)
@@ -2144,7 +2120,7 @@ kept = OUR_NN.Dropout(0.3)(ours(x)).numpy()
 assert set(np.unique(kept).round(6)) <= {0.0, round(1 / 0.7, 6)}, "Dropout(0.3)(ones) must give 0 or 1/0.7"
 assert abs((kept == 0).mean() - 0.3) < 0.03, f"Dropout(0.3) zeroed {(kept == 0).mean():.1%} of the elements, not about 30%"
 for p in (-0.1, 1.5):
-    expect_same_error(lambda: OUR_NN.Dropout(p), lambda: torch.nn.Dropout(p), f"Dropout({p})")
+    same_error(lambda: OUR_NN.Dropout(p), lambda: torch.nn.Dropout(p), f"Dropout({p})")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2382,7 +2358,7 @@ def expect_container_ops(mine, theirs, ops, what):
     """Apply list operations in both worlds; compare the modules' names and types after each."""
     for text, op in ops:
         what = f"{what}; {text}"
-        got = expect_same_error(lambda: op(mine, OUR_NN), lambda: op(theirs, torch.nn), what)
+        got = same_error(lambda: op(mine, OUR_NN), lambda: op(theirs, torch.nn), what)
         compare.assert_equal(len(mine), len(theirs), f"len(c) after {what}")
         compare.assert_equal([(k, type(m).__name__) for k, m in mine._modules.items()],
                              [(k, type(m).__name__) for k, m in theirs._modules.items()], f"c._modules after {what}")
@@ -2411,7 +2387,7 @@ for _ in range(12):
     seq_theirs = theirs if container == "Sequential" else theirs.layers
     n = len(seq_theirs)
     for idx in [inputs.randint(-n - 1, n), slice(inputs.randint(-n, n), inputs.randint(-n, n)), slice(None, None, 2)]:
-        expect_same_error(lambda: seq[idx], lambda: seq_theirs[idx], f"c[{idx}] where c is {seq_theirs!r}")
+        same_error(lambda: seq[idx], lambda: seq_theirs[idx], f"c[{idx}] where c is {seq_theirs!r}")
         if isinstance(idx, slice):
             part, part_theirs = seq[idx], seq_theirs[idx]
             assert type(part) is type(seq), f"c[{idx}] must be a {type(seq).__name__}"
@@ -2676,12 +2652,12 @@ for _ in range(12):
     expect_norm_steps(layernorm(normalized, **kwargs), shapes, f"LayerNorm({normalized}, {kwargs}) ({dtype})", dtype)
 mine, theirs = build_both(batchnorm(3))
 for bad in [torch.randn(1, 3), torch.randn(4, 3, 2, 2), torch.randn(4, 5)]:
-    expect_same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"BatchNorm1d(3)(x) in train mode for x of shape {tuple(bad.shape)}")
+    same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"BatchNorm1d(3)(x) in train mode for x of shape {tuple(bad.shape)}")
 mine.eval()
 theirs.eval()
 run_both(mine, theirs, torch.randn(1, 3), "BatchNorm1d(3).eval() on one sample")
 mine, theirs = build_both(layernorm(3))
-expect_same_error(lambda: mine(ours(torch.randn(3, 4))), lambda: theirs(torch.randn(3, 4)), "LayerNorm(3)(x) for x of shape (3, 4)")
+same_error(lambda: mine(ours(torch.randn(3, 4))), lambda: theirs(torch.randn(3, 4)), "LayerNorm(3)(x) for x of shape (3, 4)")
 bn = OUR_NN.BatchNorm1d(3)
 buffers = dict(bn.named_buffers())
 bn(ours(torch.randn(5, 3)))
@@ -2800,7 +2776,7 @@ expect_init(embedding(6, 4), "Embedding(6, 4)", 0)
 expect_init(embedding(6, 4, padding_idx=-1), "Embedding(6, 4, padding_idx=-1)", 3)
 mine, theirs = build_both(embedding(4, 2))
 for bad in [torch.tensor([4]), torch.tensor([-1]), torch.tensor([0.0, 1.0])]:
-    expect_same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"Embedding(4, 2)(indices) for indices {bad.tolist()}")
+    same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"Embedding(4, 2)(indices) for indices {bad.tolist()}")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 for _ in range(15):
@@ -2814,7 +2790,7 @@ for _ in range(15):
     expect_layer(embedding(n, d, **kwargs), indices, what)
     expect_init(embedding(n, d, **kwargs), what, inputs.randint(0, 10 ** 6))
 for p in (5, -6):
-    expect_same_error(lambda: OUR_NN.Embedding(5, 2, padding_idx=p), lambda: torch.nn.Embedding(5, 2, padding_idx=p), f"Embedding(5, 2, padding_idx={p})")
+    same_error(lambda: OUR_NN.Embedding(5, 2, padding_idx=p), lambda: torch.nn.Embedding(5, 2, padding_idx=p), f"Embedding(5, 2, padding_idx={p})")
 
 
 # the whole chapter at once: a random model in both worlds, torch's weights loaded into yours, trained a few steps
