@@ -8,6 +8,7 @@ import torch
 
 from course.widgets import autograd_graph
 from course.widgets.autograd_graph import EXAMPLES, LEAVES, AutogradGraphViewer, ExpressionError, explore, parse_program
+from widget_tree import buttons
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +32,6 @@ def torch_grads(expression, seed=0):
     out = eval(last, {}, names)
     out.backward(torch.ones_like(out))
     return {n: t.grad for n, t in leaves.items() if t.grad is not None}
-
-
-def buttons(vbox):
-    found = []
-    stack = [vbox]
-    while stack:
-        w = stack.pop(0)
-        if isinstance(w, widgets.Button):
-            found.append(w)
-        stack[0:0] = list(getattr(w, "children", ()))
-    return found
 
 
 def test_explore_returns_a_vbox_whose_first_button_steps(pico):

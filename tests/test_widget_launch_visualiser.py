@@ -14,6 +14,7 @@ from course.cuda.status import emulator_available
 from course.widgets.launch_visualiser import (LaunchVisualiser, expected_global_loads, explore, measure, owners_1d,
                                               summary_1d, tile_steps, tiles_of)
 from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
+from widget_tree import buttons
 
 needs_emulator = pytest.mark.skipif(not emulator_available(),
                                     reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
@@ -35,19 +36,6 @@ extern "C" __global__ void owners(int* block_of, int* thread_of, int* round_of, 
 @pytest.fixture(scope="module")
 def backend(reference_picotorch):
     return importlib.import_module("picotorch.ch05_backend")
-
-
-def buttons(box) -> list:
-    """Every Button in the widget tree, depth first (the browser test clicks the first)."""
-    found = []
-
-    def walk(w):
-        if isinstance(w, widgets.Button):
-            found.append(w)
-        for child in getattr(w, "children", ()):
-            walk(child)
-    walk(box)
-    return found
 
 
 def test_explore_returns_a_vbox_whose_first_button_changes_it():

@@ -10,6 +10,7 @@ import torch
 
 from course.widgets import module_inspector
 from course.widgets.module_inspector import EXAMPLES, ModuleInspector, explore, mode_effects, state_dict_rows, tree_rows
+from widget_tree import buttons
 
 
 @pytest.fixture(scope="module")
@@ -17,16 +18,6 @@ def nn(reference_picotorch):
     """The reference picotorch as an `nn` namespace, as the notebook's OUR_NN is."""
     return types.SimpleNamespace(**{k: getattr(reference_picotorch, k) for k in dir(reference_picotorch)
                                     if not k.startswith("_")})
-
-
-def buttons(vbox):
-    found, stack = [], [vbox]
-    while stack:
-        w = stack.pop(0)
-        if isinstance(w, widgets.Button):
-            found.append(w)
-        stack[0:0] = list(getattr(w, "children", ()))
-    return found
 
 
 def comparable(tree):

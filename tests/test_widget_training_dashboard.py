@@ -10,6 +10,7 @@ import pytest
 
 from course.widgets import training_dashboard as td
 from course.widgets.training_dashboard import OPTIMIZERS, PIECES, TrainingDashboard, chart_svg, explore
+from widget_tree import buttons
 
 
 @pytest.fixture(scope="module")
@@ -19,16 +20,6 @@ def pico(reference_picotorch):
 
 def pieces_of(pico) -> dict:
     return {name: getattr(pico, name) for name in PIECES}
-
-
-def buttons(vbox):
-    found, stack = [], [vbox]
-    while stack:
-        w = stack.pop(0)
-        if isinstance(w, widgets.Button):
-            found.append(w)
-        stack[0:0] = list(getattr(w, "children", ()))
-    return found
 
 
 def test_explore_returns_a_vbox_whose_first_button_trains(pico):
