@@ -77,3 +77,14 @@ def test_the_sweep_sees_a_seed_dependent_failure(tmp_path):
     result = run_sweep(cells, {1: "ex_odd"}, [2, 3, 4, 5])
     assert [f[:2] for f in result["failures"]] == [[3, "ex_odd"], [5, "ex_odd"]], result
     assert result["setup"] == []
+
+
+def test_the_sweep_runs_a_test_that_draws_nothing_once_and_one_that_draws_on_every_seed():
+    from seed_sweep import sweep as run_sweep
+
+    cells = ["from course import inputs\nfixed, drawn = [], []",
+             "fixed.append(1)\nassert len(fixed) <= 2, 'a test of fixed inputs ran again'",
+             "drawn.append(inputs.randint(0, 9))\nassert len(drawn) < 5, 'ran on the fourth seed'"]
+    # every cell runs once as the notebook's first run, then each test cell under the first seed
+    result = run_sweep(cells, {1: "ex_fixed", 2: "ex_drawn"}, [0, 1, 2, 3])
+    assert [f[:2] for f in result["failures"]] == [[3, "ex_drawn"]], result
