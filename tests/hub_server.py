@@ -9,10 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab_server import free_port
+from lab_server import free_port, started_make
 
 REPO = Path(__file__).resolve().parent.parent
 HUB_DIR = REPO / "hub"
@@ -106,34 +104,20 @@ def cleanup(tc: TestClass) -> None:
 
 @contextlib.contextmanager
 def running_hub(tc: TestClass):
-    """`make hub` for the class `tc` on a free loopback port; yields the hub's URL."""
+    """`make hub` for the class `tc` on a free loopback port; yields the hub's URL. Its output goes to
+    make-hub.log beside the class's state."""
     _make_shared_folder()
     port = free_port()
-    cmd = ["make", "--no-print-directory", "hub", f"PORT={port}", f"HUB_USERS={tc.users}", f"HUB_STATE={tc.state}",
-           f"HUB_HOMES={tc.homes}", f"HUB_EXCHANGE={tc.exchange}", f"HUB_ARGS=--runtime {SHARED_RUNTIME}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    seen, found, deadline = [], None, time.time() + 900
+    args = [f"PORT={port}", f"HUB_USERS={tc.users}", f"HUB_STATE={tc.state}", f"HUB_HOMES={tc.homes}",
+            f"HUB_EXCHANGE={tc.exchange}", f"HUB_ARGS=--runtime {SHARED_RUNTIME}"]
+    seen: list[str] = []
     try:
-        while found is None and time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            m = re.search(rf"the course hub is at (http://127\.0\.0\.1:{port}/)", line)
-            found = m.group(1) if m else None
-        assert found, "make hub printed no URL:\n" + "".join(seen[-30:])
-        tc.passwords = _passwords(tc)
-        tc.url = found
-        yield found
+        with started_make("hub", args, rf"the course hub is at (http://127\.0\.0\.1:{port}/)", seconds=900,
+                          output=seen) as found:
+            tc.passwords = _passwords(tc)
+            tc.url = found.group(1)
+            yield tc.url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            rest, _ = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            rest, _ = proc.communicate()
-        seen.append(rest or "")
         (tc.state.parent / "make-hub.log").write_text("".join(seen))
 
 
