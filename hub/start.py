@@ -39,6 +39,10 @@ from settings import REPO, Settings  # noqa: E402
 STUDENT_LAB_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                    "@jupyter/nbgrader:course-list"]
 STUDENT_SERVER_OFF = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"]
+# As in the course folder's nbgrader_config.py: in a kernel nbgrader starts (autograde, Validate) the
+# chapter's check() cell returns at once instead of running the whole notebook a second time.
+CHECK_OFF_IN_NBGRADER_KERNELS = [
+    "--IPKernelApp.exec_lines=__import__('os').environ.__setitem__('COURSE_CHECK_RUNNING', '1')"]
 IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "[0-9][0-9]_*.py"]
 
 
@@ -110,7 +114,9 @@ def write_role_config(s: Settings, course: Path) -> None:
     """HUB_STATE/config/{student,instructor}: the spawner points JUPYTER_CONFIG_PATH at one of them."""
     common = (f"c = get_config()  # noqa: F821\n"
               f"c.CourseDirectory.course_id = {s.course_id!r}\n"
-              f"c.Exchange.root = {str(s.exchange)!r}\n")
+              f"c.Exchange.root = {str(s.exchange)!r}\n"
+              # check() returns at once in the kernels of autograde and Validate (see nbgrader_config.py)
+              f"c.Execute.extra_arguments = {CHECK_OFF_IN_NBGRADER_KERNELS!r}\n")
     for role in ("student", "instructor"):
         folder = s.state / "config" / role
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)

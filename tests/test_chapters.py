@@ -140,3 +140,9 @@ def test_plain_nbgrader_gives_the_same_verdicts(graded, plain_nbgrader):
     ours = {(student, v.exercise): v.points for student, result in (("solution", solution), ("blank", blank))
             for v in result.verdicts if v.status != "manually graded"}
     assert plain == ours
+    # The course's nbgrader_config.py makes a chapter's check() cell return at once in nbgrader's own
+    # kernels: there it would run the whole notebook a second time and change no grade.
+    autograded = nbformat.read(course / "autograded" / "solution" / chapter.id / chapter.notebook.name, 4)
+    checks = [c for c in autograded.cells if c.cell_type == "code" and c.source.strip() == "check()"]
+    assert checks and all(not c.outputs for c in checks), \
+        f"{chapter.id}: check() ran again inside nbgrader's autograde: {checks[0].outputs if checks else 'no check() cell'}"
