@@ -349,7 +349,7 @@ extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int 
     float* yr = y + (long long)blockIdx.x * cols;
     int t = threadIdx.x;
 
-    float m = -INFINITY;
+    float m = __int_as_float(0xff800000);   // -inf: NVRTC has no INFINITY
     for (int c = t; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
     red[t] = m;
     __syncthreads();

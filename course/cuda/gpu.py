@@ -15,6 +15,7 @@ import torch
 
 from course.cuda.gpu_compiler import parse_diagnostics
 from course.cuda.errors import KernelCompileError
+from course.cuda.portability import nvrtc_lacks
 from course.cuda.report import LaunchReport
 from course.cuda.signature import PackedArg
 from course.cuda.status import Where
@@ -49,6 +50,9 @@ class GpuModule:
     def _module(self, device_index: int):
         mod = self._modules.get(device_index)
         if mod is None:
+            lacking = nvrtc_lacks(self.source)   # NVRTC would say "undefined"; this says what to write
+            if lacking:
+                raise KernelCompileError("NVRTC through cupy", lacking, "")
             cp = _cupy()
             with cp.cuda.Device(device_index):
                 mod = cp.RawModule(code=self.source, options=self.options,

@@ -21,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 from course.cuda.errors import Diagnostic, KernelCompileError
+from course.cuda.portability import nvrtc_lacks
 from course.cuda.signature import declared_kernels, split_name_expression
 
 STUDENT_FILE = "kernel.cu"
@@ -367,7 +368,10 @@ def compile_check(source: str, name_expressions=None, *, arch: str = DEFAULT_ARC
         if arch not in archs:
             return CompileReport(False, False, arch, f"nvcc {version}",
                                  reason=f"nvcc {version} does not know {arch}")
-        return _nvcc_compile(path, source, names, arch, list(options))
+        report = _nvcc_compile(path, source, names, arch, list(options))
+        # nvcc includes the C library that NVRTC (cupy's compiler) lacks: hold it to NVRTC's rules
+        lacking = nvrtc_lacks(source)
+        return replace(report, ok=False, diagnostics=lacking + report.diagnostics) if lacking else report
     wanted = {"auto": "NVRTC or nvcc", "nvrtc": "NVRTC", "nvcc": "nvcc"}[compiler]
     return CompileReport(False, False, arch, reason=(
         f"no GPU compiler here: {wanted} not found. Install the NVRTC wheel "

@@ -797,7 +797,9 @@ class To:
         ### BEGIN SOLUTION
         device, dtype = parse_to(*args, **kwargs)
         device = self.device if device is None else Device(device)
-        torch_device(device)  # no GPU: the error that says so, before anything happens
+        where = torch_device(device)  # no GPU: the error that says so, before anything happens
+        if device.type == "cuda":
+            device = Device(where)  # "cuda" is the current GPU, as in torch: x.to("cuda") of x there is x
         out = self
         if dtype is not None and self.device == CPU:
             out = ToDType.apply(out, dtype) if dtype is not out.dtype else out

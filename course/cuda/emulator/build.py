@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from course.cuda.errors import BackendUnavailable, Diagnostic, KernelCompileError
+from course.cuda.portability import nvrtc_lacks
 from course.cuda.signature import strip_comments
 
 HERE = Path(__file__).resolve().parent
@@ -432,6 +433,9 @@ def build(source: str, name_expressions, options=(), mode: str = "count") -> Bui
     AddressSanitizer and ThreadSanitizer executables."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    lacking = nvrtc_lacks(source)   # refused here as on a GPU, though g++ would take it
+    if lacking:
+        raise KernelCompileError("the emulator, which accepts only what NVRTC on a GPU accepts", lacking, "")
     cxx, version = require_compiler()
     names = tuple(name_expressions)
     digest = _emulator_files_digest()
