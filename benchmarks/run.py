@@ -35,6 +35,26 @@ def best_of(fn, repeat: int = 5, number: int = 1) -> float:
     return best
 
 
+def torch_and_numpy_missing() -> str | None:
+    """A suite's `available()` where it needs only torch and numpy: why it cannot run, or None."""
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        return f"needs torch and numpy ({e})"
+    return None
+
+
+def write_reference(folder: Path) -> Path:
+    """`folder`, holding the reference picotorch generated from source/ now (never a stale build)."""
+    from autograder.build.reference import package_files
+    from autograder.chapters import discover
+    for rel, text in package_files(discover(HERE.parent / "source")).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return folder
+
+
 def record(suite: str, case: str, ours_s: float, baseline: str, baseline_s: float, **extra) -> dict:
     return {"suite": suite, "case": case, "ours_s": ours_s, "baseline": baseline,
             "baseline_s": baseline_s, "ratio": ours_s / baseline_s if baseline_s else float("inf"), **extra}

@@ -28,24 +28,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-    try:  # whatever the group's leader left behind (a nanny's worker, a worker's sandbox)
-        os.killpg(proc.pid, signal.SIGKILL)
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to `proc`'s process group, then give its leader 10 s to exit (a group already gone is fine)."""
+    try:
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGTERM)
+    # whatever the group's leader left behind (a nanny's worker, a worker's sandbox)
+    _signal_group(proc, signal.SIGKILL)
 
 
 def _stop_all(procs: list) -> None:

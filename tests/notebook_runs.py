@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +32,36 @@ class Mutant:
 def mutants_of(chapter: Chapter) -> dict[str, dict[str, Mutant]]:
     """{exercise: {what is wrong: Mutant}} from tests/mutants/<chapter>.py, whose MUTANTS values are the code,
     or a dict {"code": ..., "shows": ..., "judged": ...}."""
-    path = MUTANTS_DIR / f"{chapter.id}.py"
-    if not path.exists():
+    module = chapter_file(MUTANTS_DIR, chapter)
+    if module is None:
         return {}
-    spec = importlib.util.spec_from_file_location(f"mutants_{chapter.id}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     return {ex: {name: Mutant(value) if isinstance(value, str) else Mutant(**value) for name, value in by_name.items()}
             for ex, by_name in module.MUTANTS.items()}
+
+
+def chapter_file(folder: Path, chapter: Chapter):
+    """`folder`/<chapter id>.py imported as a module, or None where the chapter has no such file."""
+    path = folder / f"{chapter.id}.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(f"{folder.name}_{chapter.id}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_variants(chapter: Chapter, variants: list[list[str]]) -> list[list]:
+    """For each variant (the sources of a notebook's cells, "" for a markdown cell), [cell index, exception name,
+    message] of every cell that raised: all run in one process (tests/run_variants.py) in a copy of the chapter's
+    folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _copy_support_files(chapter, Path(tmp))
+        spec = {"cwd": tmp, "variants": variants}
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
+                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
 
 
 def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | None = None):
@@ -55,26 +80,15 @@ def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | N
 def mutant_verdicts(chapter: Chapter, mutants: list[tuple]):
     """[(judged exercise, Verdict)] for each (exercise, code) or (exercise, code, judged) variant, all run in
     one process (tests/run_variants.py), with the messages the student's check would show."""
-    import json
-    import subprocess
-    import sys
-
     from course.notebook import exercise_defining
     from course.verdicts import Verdict, verdict_from_error
 
     mutants = [(m[0], m[1], m[2] if len(m) > 2 and m[2] else m[0]) for m in mutants]
     variants = [mutated_notebook(chapter, exercise, code, judged) for exercise, code, judged in mutants]
     defined = exercise_defining(nbformat.read(chapter.notebook, as_version=4))
-    with tempfile.TemporaryDirectory() as tmp:
-        _copy_support_files(chapter, Path(tmp))
-        spec = {"cwd": tmp, "variants": [[c.source if c.cell_type == "code" else "" for c in nb.cells]
-                                          for nb in variants]}
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
-                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
+    raised = run_variants(chapter, [[c.source if c.cell_type == "code" else "" for c in nb.cells] for nb in variants])
     results = []
-    for (_, _, exercise), nb, errors in zip(mutants, variants, json.loads(done.stdout)):
+    for (_, _, exercise), nb, errors in zip(mutants, variants, raised):
         by_cell = {index: (name, message) for index, name, message in errors}
         ex = exercises(nb)[exercise]
         stub = by_cell.get(ex.solution_cells[0])

@@ -5,11 +5,6 @@ asks only for torch's exception type) earn every automatic point, hidden tests i
 All alternatives of a chapter run in one process (tests/run_variants.py), as the typical mistakes do."""
 from __future__ import annotations
 
-import importlib.util
-import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -19,7 +14,7 @@ from autograder.chapters import Chapter
 from conftest import CHAPTERS
 from course.notebook import exercises
 from course.verdicts import verdict_from_error
-from notebook_runs import _copy_support_files
+from notebook_runs import chapter_file, run_variants
 
 pytestmark = pytest.mark.slow
 ALTERNATIVES_DIR = Path(__file__).resolve().parent / "alternatives"
@@ -28,13 +23,8 @@ GRADED_CHAPTERS = [c for c in CHAPTERS if c.id != "00_tour"]  # the tour's exerc
 
 def alternatives_of(chapter: Chapter) -> dict[str, dict[str, str]]:
     """{what is different: {exercise: the code of its cell}} from tests/alternatives/<chapter>.py."""
-    path = ALTERNATIVES_DIR / f"{chapter.id}.py"
-    if not path.exists():
-        return {}
-    spec = importlib.util.spec_from_file_location(f"alternatives_{chapter.id}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ALTERNATIVES
+    module = chapter_file(ALTERNATIVES_DIR, chapter)
+    return {} if module is None else module.ALTERNATIVES
 
 
 def alternative_cells(chapter: Chapter, cells: dict[str, str]) -> list[str]:
@@ -52,15 +42,8 @@ def alternative_cells(chapter: Chapter, cells: dict[str, str]) -> list[str]:
 def verdicts_of_alternatives(chapter: Chapter, alternatives: list[dict[str, str]]) -> list[dict[str, tuple[str, str]]]:
     """For each alternative, {exercise: (status, message)} of every automatic exercise."""
     by_id = exercises(nbformat.read(chapter.notebook, as_version=4))
-    with tempfile.TemporaryDirectory() as tmp:
-        _copy_support_files(chapter, Path(tmp))
-        spec = {"cwd": tmp, "variants": [alternative_cells(chapter, cells) for cells in alternatives]}
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
-                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
     results = []
-    for errors in json.loads(done.stdout):
+    for errors in run_variants(chapter, [alternative_cells(chapter, cells) for cells in alternatives]):
         by_cell = {index: (name, message) for index, name, message in errors}
         verdicts = {}
         for ex in by_id.values():

@@ -183,20 +183,26 @@ def test_softmax_on_emu_matches_torch_forward_and_backward(pt, backend):
         torch.testing.assert_close(leaf.grad.to_torch(), theirs.grad, rtol=1e-4, atol=1e-5)
 
 
-@needs_emulator
-def test_an_mlp_trains_on_emu_as_in_torch(pt, backend):
+def _train_both(pt, backend, sizes: tuple[int, int, int], draw, batch: int, steps: int, device: str):
+    """(our MLP, its losses, torch's losses, the launch log): picotorch's MLP of `sizes` trained by
+    backend.train on `device` and torch's twin from the same weights, by the same plain SGD at lr 0.5."""
     torch.manual_seed(0)
-    theirs = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
-    ours = pt.Sequential(pt.Linear(8, 6), pt.ReLU(), pt.Linear(6, 3))
+    n_in, hidden, classes = sizes
+    theirs = torch.nn.Sequential(torch.nn.Linear(n_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
+    ours = pt.Sequential(pt.Linear(n_in, hidden), pt.ReLU(), pt.Linear(hidden, classes))
     weights = dict(theirs.named_parameters())
     with pt.no_grad():
         for name, p in ours.named_parameters():
             p.copy_(weights[name].detach())
-    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    x, y = draw(batch, n_in), torch.randint(0, classes, (batch,))
     with recording() as log:
-        losses = backend.train(ours, pt.from_torch(x), pt.from_torch(y), 3, 0.5, "emu")
+        losses = backend.train(ours, pt.from_torch(x), pt.from_torch(y), steps, 0.5, device)
+    # torch stays on the CPU for the emulator, whose device it does not have
+    on = "cuda" if device == "cuda" else "cpu"
+    theirs.to(on)
+    x, y = x.to(on), y.to(on)
     want = []
-    for _ in range(3):
+    for _ in range(steps):
         theirs.zero_grad()
         loss = torch.nn.functional.cross_entropy(theirs(x), y)
         loss.backward()
@@ -204,6 +210,12 @@ def test_an_mlp_trains_on_emu_as_in_torch(pt, backend):
             for p in theirs.parameters():
                 p -= 0.5 * p.grad
         want.append(loss.item())
+    return ours, losses, want, log
+
+
+@needs_emulator
+def test_an_mlp_trains_on_emu_as_in_torch(pt, backend):
+    ours, losses, want, log = _train_both(pt, backend, (8, 6, 3), torch.randn, 16, 3, "emu")
     np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
     assert log and {r.where for r in log} == {Where.EMULATOR}
     assert all(p.device.type == "emu" for p in ours.parameters())
@@ -282,27 +294,7 @@ class TestOnTheGpu:
         assert bool((out[-4096:] == -2.0).all()) and bool((out[:-4096] == 0).all())
 
     def test_an_mlp_trains_on_the_gpu_as_in_torch(self, pt, backend):
-        torch.manual_seed(0)
-        theirs = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-        ours = pt.Sequential(pt.Linear(64, 32), pt.ReLU(), pt.Linear(32, 10))
-        weights = dict(theirs.named_parameters())
-        with pt.no_grad():
-            for name, p in ours.named_parameters():
-                p.copy_(weights[name].detach())
-        x, y = torch.rand(256, 64), torch.randint(0, 10, (256,))
-        with recording() as log:
-            losses = backend.train(ours, pt.from_torch(x), pt.from_torch(y), 10, 0.5, "cuda")
-        theirs.cuda()
-        xc, yc = x.cuda(), y.cuda()
-        want = []
-        for _ in range(10):
-            theirs.zero_grad()
-            loss = torch.nn.functional.cross_entropy(theirs(xc), yc)
-            loss.backward()
-            with torch.no_grad():
-                for p in theirs.parameters():
-                    p -= 0.5 * p.grad
-            want.append(loss.item())
+        ours, losses, want, log = _train_both(pt, backend, (64, 32, 10), torch.rand, 256, 10, "cuda")
         np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
         assert log and {r.where for r in log} == {Where.GPU}
         assert all(p.is_cuda for p in ours.parameters())

@@ -16,6 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from benchmarks.suites.gpu_kernels_smoke import TILED_MATMUL
 from course.cuda import Kernel, Module, Where
 from course.cuda.status import emulator_available, gpu_available
 from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
@@ -268,29 +269,7 @@ extern "C" __global__ void matmul_naive(const float* A, const float* B, float* C
         C[row * N + col] = acc;
     }
 }
-
-template <int TILE>
-__global__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-                             int M, int N, int K) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE + 1];   // +1: no bank conflicts on the GPU
-    int row = blockIdx.y * TILE + threadIdx.y;
-    int col = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.0f;
-    for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {
-        int ak = t * TILE + threadIdx.x, bk = t * TILE + threadIdx.y;
-        As[threadIdx.y][threadIdx.x] = (row < M && ak < K) ? A[row * K + ak] : 0.0f;
-        Bs[threadIdx.y][threadIdx.x] = (bk < K && col < N) ? B[bk * N + col] : 0.0f;
-        __syncthreads();
-        #pragma unroll
-        for (int k = 0; k < TILE; ++k)
-            acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();
-    }
-    if (row < M && col < N)
-        C[row * N + col] = acc;
-}
-"""
+""" + TILED_MATMUL
 MATMUL_SIZES = [(1, 1, 1), (17, 33, 9), (40, 24, 37)]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.suites.gpu_kernels_smoke import TILED_MATMUL
 from course.cuda import DataRaceError, Kernel, OutOfBoundsError, checking
 from course.cuda.status import emulator_available
 from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an autouse fixture)
@@ -104,43 +105,29 @@ def test_dynamic_shared_memory_beyond_the_launch_size_is_caught():
     assert "shared_mem=128 bytes" in str(err.value)
 
 
-TILED = r"""
-#define TILE 8
-extern "C" __global__ void matmul(const float* A, const float* B, float* C, int M, int N, int K) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.0f;
-    for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {
-        int ak = t * TILE + threadIdx.x, bk = t * TILE + threadIdx.y;
-        As[threadIdx.y][threadIdx.x] = (row < M && ak < K) ? A[row * K + ak] : 0.0f;
-        Bs[threadIdx.y][threadIdx.x] = (bk < K && col < N) ? B[bk * N + col] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k)
-            acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();  // after the products
-    }
-    if (row < M && col < N) C[row * N + col] = acc;
-}
-"""
+def without_barrier(comment: str) -> str:
+    """The tiled matmul with the __syncthreads() whose comment is `comment` taken out."""
+    barrier = f"__syncthreads();  // {comment}"
+    assert TILED_MATMUL.count(barrier) == 1, f"the tiled matmul has no barrier marked {comment!r}"
+    return TILED_MATMUL.replace(barrier, "// (barrier removed)")
 
 
 def _matmul(src, check):
     M, N, K = 12, 10, 19
     A, B, C = torch.randn(M, K), torch.randn(K, N), torch.zeros(M, N)
-    report = Kernel(src, "matmul")(((N + 7) // 8, (M + 7) // 8), (8, 8),
-                                   (A, B, C, np.int32(M), np.int32(N), np.int32(K)), check=check)
+    report = Kernel(src, "matmul_tiled<8>")(((N + 7) // 8, (M + 7) // 8), (8, 8),
+                                            (A, B, C, np.int32(M), np.int32(N), np.int32(K)), check=check)
     return report, C, A @ B
 
 
 def test_tiled_matmul_with_its_barriers_has_no_race():
-    report, C, ref = _matmul(TILED, "races")
+    report, C, ref = _matmul(TILED_MATMUL, "races")
     assert report.findings == [] and report.check == "races"
     torch.testing.assert_close(C, ref, rtol=19 * torch.finfo().eps, atol=1e-5)
 
 
 def test_tiled_matmul_with_one_barrier_removed_is_reported_as_a_race():
-    src = TILED.replace("__syncthreads();  // after the products", "// (barrier removed)")
+    src = without_barrier("after the products")
     with pytest.raises(DataRaceError) as err:
         _matmul(src, "races")
     store_a = line_of(src, "As[threadIdx.y][threadIdx.x] =")
@@ -205,21 +192,19 @@ def test_checking_switches_a_mode_on_for_every_launch_in_a_block():
 def _ordinary_matmul(src):
     M, N, K = 12, 10, 19
     A, B, C = torch.randn(M, K), torch.randn(K, N), torch.zeros(M, N)
-    Kernel(src, "matmul")(((N + 7) // 8, (M + 7) // 8), (8, 8), (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+    Kernel(src, "matmul_tiled<8>")(((N + 7) // 8, (M + 7) // 8), (8, 8),
+                                   (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
     return C, A @ B
 
 
 def test_ordinary_launch_finds_no_race_in_the_correct_tiled_matmul():
-    C, ref = _ordinary_matmul(TILED)
+    C, ref = _ordinary_matmul(TILED_MATMUL)
     torch.testing.assert_close(C, ref, rtol=19 * torch.finfo().eps, atol=1e-5)
 
 
 @pytest.mark.parametrize("removed", ["after the products", "after the loads"])
 def test_ordinary_launch_reports_a_missing_barrier_of_the_tiled_matmul(removed):
-    if removed == "after the products":
-        src = TILED.replace("__syncthreads();  // after the products", "// (barrier removed)")
-    else:
-        src = TILED.replace("        __syncthreads();\n        for", "        for")
+    src = without_barrier(removed)
     with pytest.raises(DataRaceError) as err:
         _ordinary_matmul(src)
     finding, = err.value.findings

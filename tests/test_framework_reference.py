@@ -9,14 +9,12 @@ the same language.
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.build.release import assemble_reference
 from course import compare
 from course.testing import Draws, chain_text, layout, random_layout, random_op, random_view_shape, same_random_chain
 
@@ -26,14 +24,8 @@ VIEW_OPS = ("view", "reshape", "transpose", "permute", "T", "mT", "unsqueeze", "
 
 
 @pytest.fixture(scope="module")
-def pt(tmp_path_factory, repo):
-    out = assemble_reference(repo, tmp_path_factory.mktemp("reference"))
-    sys.path.insert(0, str(out))
-    for name in [m for m in sys.modules if m == "picotorch" or m.startswith("picotorch.")]:
-        del sys.modules[name]
-    import picotorch
-    yield picotorch
-    sys.path.remove(str(out))
+def pt(reference_picotorch):
+    return reference_picotorch
 
 
 def drawer(data) -> Draws:

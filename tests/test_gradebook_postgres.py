@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from postgres_server import free_port, postgres  # noqa: F401  (postgres is a fixture)
-from test_grading_cli import class_of, write_class
+from test_grading_cli import class_of, released, write_class
 from test_grading_sandbox import CHAPTER_TEXT, make_chapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gradebook_postgres")]
@@ -31,16 +31,7 @@ def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("repo")
     first = make_chapter(root)
     make_chapter(root, CHAPTER_TEXT.replace("chapter: 01_mini", "chapter: 02_mini"), "02_mini")
-    from autograder import nbgrader_env
-    from autograder.grade.gradebook import stamp_in_process
-    from autograder.grade.grader import prepare_course
-    stamp_in_process()  # the gradebook's alembic stamp without the `alembic` command (3 s)
-    release = tmp_path_factory.mktemp("release")
-    prepare_course(first, release)
-    with nbgrader_env.quiet():
-        nbgrader_env.check(nbgrader_env.api(release).generate_assignment(first.id), "generate_assignment")
-    nb = nbformat.read(release / "release" / first.id / first.notebook.name, 4)
-    students = class_of(nb, CLASS_SIZE)
+    students = class_of(released(first, tmp_path_factory.mktemp("release")), CLASS_SIZE)
     classes = tmp_path_factory.mktemp("classes")
     write_class(classes / "01_mini", students)
     for student, answer in students.items():  # the same answers, as 02_mini notebooks

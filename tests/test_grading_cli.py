@@ -31,16 +31,19 @@ def repo(tmp_path_factory):
     """A course repository holding the small chapter, and its release notebook."""
     root = tmp_path_factory.mktemp("repo")
     chapter = make_chapter(root)
+    return root, chapter, released(chapter, tmp_path_factory.mktemp("release"))
+
+
+def released(chapter, course: Path):
+    """`chapter`'s release notebook, as nbgrader's generate_assignment writes it into the course folder `course`."""
     from autograder import nbgrader_env
     from autograder.grade.gradebook import stamp_in_process
     from autograder.grade.grader import prepare_course
     stamp_in_process()  # the gradebook's alembic stamp without the `alembic` command (3 s)
-    course = tmp_path_factory.mktemp("release")
     prepare_course(chapter, course)
     with nbgrader_env.quiet():
         nbgrader_env.check(nbgrader_env.api(course).generate_assignment(chapter.id), "generate_assignment")
-    release = nbformat.read(course / "release" / chapter.id / chapter.notebook.name, 4)
-    return root, chapter, release
+    return nbformat.read(course / "release" / chapter.id / chapter.notebook.name, 4)
 
 
 def class_of(release, size: int) -> dict[str, object]:

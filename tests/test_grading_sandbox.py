@@ -684,20 +684,22 @@ def undo(kind: str, trials: int, patch: str, unpatch: str) -> tuple[str, str]:
                   .replace("TRIALS", str(trials)))
 
 
+def swap_back(kind: str, trials: int, imports: str, target: str, fake: str) -> tuple[str, str]:
+    """undo() of an attack that saves `target` in `real`, sets it to `fake` and puts `real` back."""
+    return undo(kind, trials,
+                f"def patch():\n    {imports}\n    global real\n    real = {target}\n    {target} = {fake}",
+                f"def unpatch():\n    {imports}\n    {target} = real")
+
+
 # Attacks by class (issue 14's items), each {exercise id: (test kind, answer cell)}. In an answer
 # cell, `WRONG` is replaced by the wrong answer's body, `FN` by the function's name.
 ATTACKS = {
     6: {
         # the tests' helper, through its module's attribute and through the module's namespace
-        "ex_undo_attribute": undo("dbl", 12, "def patch():\n    import course.compare as c\n"
-                                             "    global real\n    real = c.assert_matches\n"
-                                             "    c.assert_matches = lambda *a, **k: None",
-                                  "def unpatch():\n    import course.compare as c\n    c.assert_matches = real"),
-        "ex_undo_namespace": undo("dbl", 12, "def patch():\n    import course.compare as c\n"
-                                             "    global real\n    real = vars(c)['assert_matches']\n"
-                                             "    vars(c)['assert_matches'] = lambda *a, **k: None",
-                                  "def unpatch():\n    import course.compare as c\n"
-                                  "    vars(c)['assert_matches'] = real"),
+        "ex_undo_attribute": swap_back("dbl", 12, "import course.compare as c", "c.assert_matches",
+                                       "lambda *a, **k: None"),
+        "ex_undo_namespace": swap_back("dbl", 12, "import course.compare as c", "vars(c)['assert_matches']",
+                                       "lambda *a, **k: None"),
         # torch itself, for a test that uses it directly, and a method of torch.Tensor
         "ex_undo_torch": undo("raw", 24, "def patch():\n    import torch, torch.testing\n    global saved\n"
                                          "    saved = (torch.testing.assert_close, torch.allclose, torch.Tensor.all)\n"
@@ -713,23 +715,17 @@ ATTACKS = {
                                                   "    global real\n    real = check_double.__globals__['compare']\n"
                                                   "    check_double.__globals__['compare'] = Quiet()",
                                        "def unpatch():\n    check_double.__globals__['compare'] = real"),
-        "ex_undo_builtin": undo("dbl", 12, "def patch():\n    import builtins\n    global real\n"
-                                           "    real = builtins.isinstance\n    builtins.isinstance = lambda *a: False",
-                                "def unpatch():\n    import builtins\n    builtins.isinstance = real"),
+        "ex_undo_builtin": swap_back("dbl", 12, "import builtins", "builtins.isinstance", "lambda *a: False"),
         # a table edited in place: compare's tolerances
         "ex_undo_table": undo("dbl", 12, "def patch():\n    import course.compare as c, torch\n    global real\n"
                                          "    real = dict(c._DEFAULT_TOLERANCE)\n"
                                          "    c._DEFAULT_TOLERANCE.update({torch.float64: (1e9, 1e9)})",
                               "def unpatch():\n    import course.compare as c\n    c._DEFAULT_TOLERANCE.update(real)"),
         # what cannot be checked later is refused at once: code, defaults, a module's class
-        "ex_swap_code": undo("dbl", 12, "def patch():\n    import course.compare as c\n    global real\n"
-                                        "    real = c.assert_matches.__code__\n"
-                                        "    c.assert_matches.__code__ = (lambda *a, **k: None).__code__",
-                             "def unpatch():\n    import course.compare as c\n    c.assert_matches.__code__ = real"),
-        "ex_swap_defaults": undo("tri", 31, "def patch():\n    import course.inputs as i\n    global real\n"
-                                            "    real = i._ask.__defaults__\n"
-                                            "    i._ask.__defaults__ = (lambda *a: a[-1].append(1),) + real[1:]",
-                                 "def unpatch():\n    import course.inputs as i\n    i._ask.__defaults__ = real"),
+        "ex_swap_code": swap_back("dbl", 12, "import course.compare as c", "c.assert_matches.__code__",
+                                  "(lambda *a, **k: None).__code__"),
+        "ex_swap_defaults": swap_back("tri", 31, "import course.inputs as i", "i._ask.__defaults__",
+                                      "(lambda *a: a[-1].append(1),) + real[1:]"),
         "ex_swap_module_class": undo("dbl", 12, "import types\nclass Lying(types.ModuleType):\n"
                                                 "    def __getattribute__(self, name):\n"
                                                 "        if name == 'assert_matches':\n"

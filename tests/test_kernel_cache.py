@@ -104,20 +104,22 @@ assert len(refused) == len(attempts), f"only {len(refused)} of {len(attempts)} w
 assert __name__ == "__warmup__" or len(attempts) == 5
 '''
 
-# A kernel of the student's own: not the reference's, so only the first submission compiles it.
-OWN = '''SCALE = r"""
-// my own way of writing it
-extern "C" __global__ void scale(float* out, const float* x, float a, int n) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * a;
-}"""
-scale_kernel = Kernel(SCALE, "scale")
 
 
-def scale(x, a):
-    out = torch.empty_like(x)
-    scale_kernel((1,), (32,), (out, x, np.float32(a), np.int32(x.numel())))
-    return out
-'''
+def answer_cell(text: str, exercise: str) -> str:
+    """The code of `exercise`'s solution cell in the chapter `text`, as a student hands it in (no solution markers)."""
+    cell = text.split(f'# %% solution="{exercise}"\n', 1)[1].split("\n# %%", 1)[0]
+    return "".join(line for line in cell.splitlines(keepends=True) if "### BEGIN SOLUTION" not in line
+                   and "### END SOLUTION" not in line)
+
+
+REFERENCE_SCALE = """    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i];"""
+# The reference's answer with a kernel of the student's own: not the reference's, so only the first
+# submission compiles it.
+OWN = answer_cell(TEXT, "ex_scale").replace(
+    REFERENCE_SCALE, "    // my own way of writing it\n    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * a;")
+assert REFERENCE_SCALE not in OWN and "my own way" in OWN
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,12 @@ import ipywidgets as widgets
 import pytest
 import torch
 
-from autograder.build.release import assemble_reference
 from course.widgets.stride_explorer import OPS, ArgumentError, StrideExplorer, explore, parse_key
 
 
 @pytest.fixture(scope="module")
-def picotorch(tmp_path_factory, repo):
-    """The assembled reference picotorch (chapter 01's solution), imported from a private folder."""
-    out = assemble_reference(repo, tmp_path_factory.mktemp("reference"))
-    sys.path.insert(0, str(out))
-    for name in [m for m in sys.modules if m == "picotorch" or m.startswith("picotorch.")]:
-        del sys.modules[name]
-    import picotorch
-    yield picotorch
-    sys.path.remove(str(out))
+def picotorch(reference_picotorch):
+    return reference_picotorch
 
 
 def add(ex, op, args=""):

@@ -209,27 +209,26 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def read_wheels(path: Path = WHEELS) -> dict[str, str]:
-    """{distribution: version} of wheels.txt (lines `name==version`, # comments)."""
-    pins = {}
+def _entries(path: Path, separator: str) -> list[tuple[str, str]]:
+    """(normalised name, the rest) of each line of `path` that holds more than a # comment, split at `separator`."""
+    entries = []
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            name, _, version = line.partition("==")
-            pins[normalise(name)] = version.strip()
-    return pins
+            name, _, rest = line.partition(separator)
+            entries.append((normalise(name), rest))
+    return entries
+
+
+def read_wheels(path: Path = WHEELS) -> dict[str, str]:
+    """{distribution: version} of wheels.txt (lines `name==version`, # comments)."""
+    return {name: version.strip() for name, version in _entries(path, "==")}
 
 
 def read_device_image(path: Path = DEVICE_IMAGE) -> dict[str, list[str]]:
     """{distribution: the import names it gives, where listed} of the device image's packages
     (lines `name` or `name: module module`, # comments)."""
-    image = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, _, modules = line.partition(":")
-            image[normalise(name)] = modules.split()
-    return image
+    return {name: modules.split() for name, modules in _entries(path, ":")}
 
 
 def requirements(dist: str) -> list[str]:

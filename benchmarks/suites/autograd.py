@@ -24,7 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
 SUITE = "framework"
 
 _SCRIPT = r'''
@@ -101,21 +100,8 @@ else:
 
 
 def available():
-    try:
-        import numpy  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and numpy ({e})"
-    return None
-
-
-def _reference(folder: Path) -> Path:
-    from autograder.chapters import discover
-    from autograder.build.reference import package_files
-    for rel, text in package_files(discover(REPO / "source")).items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
-    return folder
+    from benchmarks.run import torch_and_numpy_missing
+    return torch_and_numpy_missing()
 
 
 def _measure(reference: Path, kind: str, side: str, repeat: int, threads: int) -> dict:
@@ -129,11 +115,11 @@ def _measure(reference: Path, kind: str, side: str, repeat: int, threads: int) -
 
 
 def run(quick: bool = False) -> list[dict]:
-    from benchmarks.run import record
+    from benchmarks.run import record, write_reference
 
     records = []
     with tempfile.TemporaryDirectory(prefix="picotorch-") as tmp:
-        reference = _reference(Path(tmp))
+        reference = write_reference(Path(tmp))
         threads = 1  # NumPy's BLAS and torch's pool, both on one core: the same hardware for both sides
         ours = _measure(reference, "mlp", "picotorch", 3 if quick else 7, threads)
         theirs = _measure(reference, "mlp", "torch", 3 if quick else 7, threads)

@@ -69,16 +69,10 @@ def gpu_time(fn, repeat: int = 5, number: int = 10) -> float:
 
 def cpu_time(fn, repeat: int = 2, number: int = 1) -> float:
     """Seconds per call on the CPU (for the miniature run on the emulator that tests this script)."""
-    import time
+    from benchmarks.run import best_of
 
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+    fn()  # the first launch compiles
+    return best_of(fn, repeat, number)
 
 
 def run(quick: bool = False) -> list[dict]:

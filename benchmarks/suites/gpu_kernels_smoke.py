@@ -20,29 +20,38 @@ import torch
 from course.cuda import Module
 from course.cuda.status import emulator_available, gpu_available
 
-SOURCE = r"""
-extern "C" __global__ void add(float* out, const float* x, const float* y, long long n) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = x[i] + y[i];
-}
-
-#define TILE 16
-extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, int N, int K) {
+# Chapter 05's tiled matmul, the one copy that the CUDA tests run too (tests/test_cuda_kernels.py against
+# torch, tests/test_cuda_sanitizers.py with one barrier or the other removed by its comment).
+TILED_MATMUL = r"""
+template <int TILE>
+__global__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                             int M, int N, int K) {
     __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE + 1];
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    __shared__ float Bs[TILE][TILE + 1];   // +1: no bank conflicts on the GPU
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
     float acc = 0.0f;
     for (int t = 0; t < (K + TILE - 1) / TILE; ++t) {
         int ak = t * TILE + threadIdx.x, bk = t * TILE + threadIdx.y;
         As[threadIdx.y][threadIdx.x] = (row < M && ak < K) ? A[row * K + ak] : 0.0f;
         Bs[threadIdx.y][threadIdx.x] = (bk < K && col < N) ? B[bk * N + col] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();
+        __syncthreads();  // after the loads
+        #pragma unroll
+        for (int k = 0; k < TILE; ++k)
+            acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();  // after the products
     }
-    if (row < M && col < N) C[row * N + col] = acc;
+    if (row < M && col < N)
+        C[row * N + col] = acc;
 }
 """
+
+SOURCE = r"""
+extern "C" __global__ void add(float* out, const float* x, const float* y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+""" + TILED_MATMUL
 
 
 def available() -> str | None:
@@ -72,8 +81,8 @@ def _cases(device: str, quick: bool) -> list[dict]:
     records = []
 
     start = time.perf_counter()
-    module = Module(SOURCE)
-    add, matmul = module.get_function("add"), module.get_function("matmul_tiled")
+    module = Module(SOURCE, ["add", "matmul_tiled<16>"])
+    add, matmul = module.get_function("add"), module.get_function("matmul_tiled<16>")
 
     n = (1 << 12) if device == "cpu" else (1 << 24 if not quick else 1 << 20)
     x, y = torch.randn(n, device=device), torch.randn(n, device=device)

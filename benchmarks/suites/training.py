@@ -120,21 +120,8 @@ print(json.dumps({"median_s": statistics.median(times), "mean_s": sum(times) / l
 
 
 def available():
-    try:
-        import numpy  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and numpy ({e})"
-    return None
-
-
-def _reference(folder: Path) -> Path:
-    from autograder.chapters import discover
-    from autograder.build.reference import package_files
-    for rel, text in package_files(discover(REPO / "source")).items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text)
-    return folder
+    from benchmarks.run import torch_and_numpy_missing
+    return torch_and_numpy_missing()
 
 
 def _measure(reference: Path, side: str, epochs: int, threads: int) -> dict:
@@ -148,12 +135,12 @@ def _measure(reference: Path, side: str, epochs: int, threads: int) -> dict:
 
 
 def run(quick: bool = False) -> list[dict]:
-    from benchmarks.run import record
+    from benchmarks.run import record, write_reference
 
     epochs = 8 if quick else 20
     threads = 1
     with tempfile.TemporaryDirectory(prefix="picotorch-") as tmp:
-        reference = _reference(Path(tmp))
+        reference = write_reference(Path(tmp))
         ours = _measure(reference, "picotorch", epochs, threads)
         theirs = _measure(reference, "torch", epochs, threads)
         gathered = _measure(reference, "torch-gather", epochs, threads)
