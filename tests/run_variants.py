@@ -12,6 +12,11 @@ same cells ran in the same order, random streams included), so its verdicts are 
 fresh run's; and since each group of variants lives in its own process, nothing one
 variant does (a patched module, a leaked global, even a crash) reaches another.
 
+CUDA does not survive a fork (nor do autograd's device threads): once the shared
+cells have used a GPU (chapter 05 on a machine that has one), each group starts a
+fresh runner of its own instead, which runs its variants from the first cell.
+Slower, and the same verdicts.
+
 Input (stdin): {"cwd": folder, "variants": [[cell source, ...], ...]}
 Output (stdout): one JSON list per variant: [[cell index, exception name, message], ...]
 """
@@ -23,6 +28,7 @@ import io
 import json
 import os
 import signal
+import subprocess
 import sys
 
 VARIANT_TIMEOUT_S = 120
@@ -110,11 +116,34 @@ def _run_group(variants: dict[int, list[str]], start: int, namespace: dict, erro
     results = {}
     for group in parts.values():  # each in a child of its own, from the state the cells before left
         members = {v: variants[v] for v in group}
-        found = _in_child(lambda: _run_group(members, index, namespace, errors))
+        if _fork_is_safe():
+            found = _in_child(lambda: _run_group(members, index, namespace, errors))
+        else:
+            found = _in_fresh_runner(members)
         if found is None:  # a crash (os._exit, a segfault) costs its own group only
             found = {v: errors + [[index, "KernelDied", "the variant's process died"]] for v in group}
         results |= found
     return results
+
+
+def _fork_is_safe() -> bool:
+    """False once this process has used CUDA: a forked child could not use the GPU again."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    return cuda is None or not cuda.is_initialized()
+
+
+def _in_fresh_runner(members: dict[int, list[str]]) -> dict | None:
+    """{variant: errors} for `members`, each run from its first cell by a new process of this runner;
+    None if that process dies or gives no answer."""
+    spec = {"cwd": os.getcwd(), "variants": list(members.values())}
+    try:
+        done = subprocess.run([sys.executable, os.path.abspath(__file__)], input=json.dumps(spec),
+                              capture_output=True, text=True, timeout=VARIANT_TIMEOUT_S * 4)
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError):
+        found = None
+    return None if found is None else dict(zip(members, found))
 
 
 def run_variants(variants: list[list[str]]) -> list[list]:

@@ -50,3 +50,23 @@ def test_a_variant_past_its_time_limit_stops_alone(tmp_path):
     first, second = json.loads(done.stdout)
     assert [e[:2] for e in first] == [[1, "TimeoutError"]], first
     assert second == []
+
+
+def test_after_cuda_each_group_runs_in_a_fresh_runner_with_the_same_verdicts(tmp_path):
+    """CUDA does not survive a fork: once the shared cells used the GPU, the runner starts fresh processes.
+    Here the shared cell stands for a GPU's first use by a torch whose cuda says it is initialized (CI has
+    no GPU); each variant, run fresh, must still get its own errors and nothing of its neighbours'."""
+    gpu_used = ("import sys, types\n"
+                "sys.modules['torch'] = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))\n"
+                "import os\npids = [os.getpid()]")
+    variants = [
+        [gpu_used, "x = 1", "assert x == 1, 'x'\npids.append(os.getpid())\nassert pids[0] == pids[1], 'forked after the GPU was used'"],
+        [gpu_used, "x = 2", "assert x == 1, 'x is 2'"],
+        [gpu_used, "import os\nos._exit(3)", "never = 1"],
+        [gpu_used, "x = 1", "import math\nmath.sqrt = None", "assert math.sqrt is None"],
+    ]
+    results = run(variants, tmp_path)
+    assert results[0] == [], "a variant must run on in the process that used the GPU, never in a fork of it"
+    assert results[1] == [[2, "AssertionError", "x is 2"]]
+    assert results[2] == [[1, "KernelDied", "the variant's process died"]]
+    assert results[3] == []
