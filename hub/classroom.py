@@ -326,7 +326,11 @@ def main(argv=None) -> int:
         print("hub/classroom.py: run it as root, where `make hub` ran (it reads the repository's source/ and "
               "acts as the instructor's account).", file=sys.stderr)
         return 2
-    s = hub_settings.load(args.state)
+    try:
+        s = hub_settings.load(args.state)
+    except hub_settings.NoHub as e:
+        print(f"hub/classroom.py: {e}", file=sys.stderr)
+        return 2
     # nbgrader's gradebook runs `alembic` as a command: this environment's bin/ must be on PATH
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     try:

@@ -11,6 +11,10 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = Path("/srv/course-hub")
 
 
+class NoHub(LookupError):
+    """No `make hub` has saved its settings in the folder asked for."""
+
+
 @dataclass
 class Settings:
     state: Path = DEFAULT_STATE          # hub database, cookie secret, students' runtime, grading output
@@ -53,7 +57,7 @@ def load(state: Path | str | None = None) -> Settings:
     state = Path(state or os.environ.get("HUB_STATE") or DEFAULT_STATE)
     path = state / "settings.json"
     if not path.is_file():
-        raise SystemExit(f"no course hub in {state}: start one with `make hub` (HUB_STATE={state}) first.")
+        raise NoHub(f"no course hub in {state}: start one with `make hub` (HUB_STATE={state}) first.")
     data = json.loads(path.read_text())
     paths = {"state", "exchange", "homes", "users", "repo", "runtime_dir"}
     return Settings(**{k: Path(v) if k in paths and v is not None else v for k, v in data.items()})

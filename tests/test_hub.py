@@ -84,6 +84,17 @@ def test_the_example_user_list_parses_and_a_missing_one_says_what_to_do(tmp_path
         accounts.parse(tmp_path / "missing.txt")
 
 
+def test_the_classroom_command_without_a_hub_says_what_to_do(tmp_path):
+    """Pointed at a folder where no `make hub` ran, the instructor's command exits 2 with a sentence."""
+    import settings as hub_settings
+    with pytest.raises(hub_settings.NoHub, match="start one with `make hub`"):
+        hub_settings.load(tmp_path)
+    done = subprocess.run([sys.executable, str(REPO / "hub" / "classroom.py"), "--state", str(tmp_path), "status"],
+                          capture_output=True, text=True, timeout=60)
+    expected = "start one with `make hub`" if os.geteuid() == 0 else "run it as root"
+    assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 # ---------------------------------------------------------------- the command-line loop
 
 @pytest.fixture(scope="module")
