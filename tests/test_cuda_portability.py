@@ -50,6 +50,7 @@ def test_an_include_of_a_library_header_is_refused():
     kernel_with("/* M_PI\n   int32_t */ m = 3.14159265f;"),
     kernel_with("m = MY_INF;", before="#define INT_MAX 2147483647\n#define MY_INF __int_as_float(0x7f800000)\n"),
     kernel_with("size_t n = 3; unsigned long long w = n; m = (float)w;"),
+    kernel_with("m = cuda::std::numeric_limits<float>::max();", before="#include <cuda/std/limits>\n"),
 ])
 def test_what_nvrtc_has_stays_allowed(source):
     assert nvrtc_lacks(source) == []

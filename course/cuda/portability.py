@@ -46,7 +46,8 @@ LACKED_NAMES: dict[str, str] = {
 _NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<([^>\n]+)>", re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
-_WORD = re.compile(r"\bstd\s*::\s*\w+|\b[A-Za-z_]\w*\b")
+# `cuda::std::` (CUDA's own library, on cupy's include path) is not the C++ library NVRTC lacks
+_WORD = re.compile(r"(?<!::)\bstd\s*::\s*\w+|\b[A-Za-z_]\w*\b")
 
 
 def _code_only(source: str) -> str:
