@@ -14,24 +14,19 @@ import threading
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 ATEN_NAME = {"matmul": "mm"}  # picotorch's operator -> torch's, where they differ (torch transposes more: not compared)
-
-
-class TorchLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture(scope="module")
 def pt(reference_picotorch):
     return reference_picotorch
+
+
+@pytest.fixture(scope="module")
+def torch_log(pt):
+    """Chapter 05's TorchLog, the TorchDispatchMode that logs the aten operators it sees: its tests' other side."""
+    return pt.ch05_backend.TorchLog
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +63,10 @@ def _common(ours, theirs):
     return [op for op in ours if op in shared], [op for op in theirs if op in shared]
 
 
-def test_a_mode_sees_every_operator_as_torch_dispatch_mode_does(pt, logging_mode):
+def test_a_mode_sees_every_operator_as_torch_dispatch_mode_does(pt, logging_mode, torch_log):
     x_torch = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     x = pt.from_torch(x_torch.detach().clone()).requires_grad_()
-    with TorchLog() as theirs:
+    with torch_log() as theirs:
         y_torch = (x_torch @ x_torch.T).exp().sum()
     forward_theirs = list(theirs.ops)
     with logging_mode() as ours:
@@ -79,7 +74,7 @@ def test_a_mode_sees_every_operator_as_torch_dispatch_mode_does(pt, logging_mode
         forward_ours = list(ours)
     assert [ATEN_NAME.get(op, op) for op in forward_ours] == [op for op in forward_theirs if op != "detach"], \
         f"forward of (x @ x.T).exp().sum(): picotorch's mode saw {forward_ours}, torch's {forward_theirs}"
-    with TorchLog() as theirs:
+    with torch_log() as theirs:
         y_torch.backward()
     with logging_mode() as ours:
         y.backward()

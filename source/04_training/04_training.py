@@ -66,6 +66,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
+from course.testing import for_random_inputs
 
 check = Checker("04_training")
 
@@ -176,9 +177,10 @@ class MSELoss(Module):
 
 
 # %% tests="ex_mse" points=1
-def expect_loss(ours_fn, torch_fn, args, what: str) -> None:
+def expect_loss(ours_fn, torch_fn, args, what: str, draw=inputs) -> None:
     """ours_fn on your copies of args (torch tensors; the floating-point ones require grad), torch_fn on
-    torch's; the loss and the gradient of every floating-point argument must be torch's."""
+    torch's; the loss and the gradient of every floating-point argument must be torch's. `draw`: where the
+    random gradient comes from (a random test's draw, so that its replay gives the same one)."""
     mine = [ours(a, a.is_floating_point()) for a in args]
     theirs = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
     out_theirs = torch_fn(*theirs)
@@ -186,7 +188,7 @@ def expect_loss(ours_fn, torch_fn, args, what: str) -> None:
     # a loss sums terms as large as its inputs: logits of 1e4 leave float32 errors of 1e-3 in a loss of 40
     scale = compare.magnitude(*args)
     compare.assert_matches(out, out_theirs.detach(), what, scale=scale)
-    g = inputs.randn(out_theirs.shape, dtype=out_theirs.dtype)
+    g = draw.randn(out_theirs.shape, dtype=out_theirs.dtype)
     out_theirs.backward(g)
     assert out.requires_grad, f"{what}: the result does not require grad, so no gradient can flow back"
     out.backward(ours(g))
@@ -207,16 +209,19 @@ assert isinstance(MSELoss(), Module), "MSELoss must be a Module, as torch.nn.MSE
 compare.assert_raises(ValueError, mse_loss, "mse_loss(input, target, reduction='avg')", ours(x), ours(y), "avg")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(25):
-    shape = inputs.shape(ndim=(0, 3), allow_zero=inputs.randint(0, 4) == 0)
-    dtype = inputs.choice([torch.float32, torch.float64])
-    a = inputs.noncontiguous(inputs.randn(shape, dtype=dtype) * inputs.choice([1, 10]))
-    b = inputs.noncontiguous(inputs.randn(shape, dtype=dtype))
-    reduction = inputs.choice(REDUCTIONS)
+def test_mse(draw):
+    shape = draw.shape(ndim=(0, 3), allow_zero=draw(0, 4) == 0)
+    dtype = draw.choice([torch.float32, torch.float64])
+    a = draw.noncontiguous(draw.randn(shape, dtype=dtype) * draw.choice([1, 10]))
+    b = draw.noncontiguous(draw.randn(shape, dtype=dtype))
+    reduction = draw.choice(REDUCTIONS)
     expect_loss(lambda p, q: mse_loss(p, q, reduction), lambda p, q: F.mse_loss(p, q, reduction=reduction), [a, b],
-                f"mse_loss(input, target, reduction={reduction!r}) for {describe(a)}")
+                f"mse_loss(input, target, reduction={reduction!r}) for {describe(a)}", draw)
     expect_loss(lambda p, q: MSELoss(reduction)(p, q), lambda p, q: torch.nn.MSELoss(reduction=reduction)(p, q),
-                [a, b], f"MSELoss({reduction!r})(input, target) for {describe(a)}")
+                [a, b], f"MSELoss({reduction!r})(input, target) for {describe(a)}", draw)
+
+
+for_random_inputs(test_mse, 25)
 compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())")
 ### END HIDDEN TESTS
 
@@ -251,7 +256,9 @@ compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())
 # - `nll_loss(input, target, ...)`: `input` holds log-probabilities, of shape
 #   `(N, C)` (or `(C,)`, one sample, with a 0-dimensional `target`); `target`
 #   holds **class indices**, int64, shape `(N,)`. The loss of sample $i$ is
-#   $-\text{input}_{i, \text{target}_i}$.
+#   $-\text{input}_{i, \text{target}_i}$. `NLLLossFunction.sample_weights`
+#   turns the gradient of the reduced loss into that of each sample's loss: both
+#   backward passes start from it.
 # - `cross_entropy(input, target, ...)`: `nll_loss(log_softmax(input))` in one
 #   `Function`, `CrossEntropy`, with the fused backward above.
 #
@@ -343,13 +350,22 @@ class NLLLossFunction(Function):
         ### END SOLUTION
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
+    def sample_weights(ctx, grad: Tensor) -> np.ndarray:
+        """The backward of reduce_losses, from what forward saved in ctx: the gradient of each sample's loss (N,),
+        in NumPy, given grad, that of the reduced loss. CrossEntropy's backward needs the same."""
         ### BEGIN SOLUTION
         g = grad.numpy()
         weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
         if ctx.reduction == "mean":
             weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
-        out = np.zeros((len(ctx.labels), ctx.shape[-1]), g.dtype)
+        return weight
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        ### BEGIN SOLUTION
+        weight = NLLLossFunction.sample_weights(ctx, grad)
+        out = np.zeros((len(ctx.labels), ctx.shape[-1]), weight.dtype)
         out[np.arange(len(ctx.labels)), ctx.labels] = -weight
         return from_numpy(out.reshape(ctx.shape)), None, None, None
         ### END SOLUTION
@@ -371,10 +387,7 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         ### BEGIN SOLUTION
-        g = grad.numpy()
-        weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
-        if ctx.reduction == "mean":
-            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
+        weight = NLLLossFunction.sample_weights(ctx, grad)
         out = np.exp(ctx.log_probs)
         out[np.arange(len(ctx.labels)), ctx.labels] -= 1
         out *= weight[:, None]
@@ -441,44 +454,56 @@ compare.assert_raises(IndexError, cross_entropy, "cross_entropy(logits, target) 
                       ours(logits), ours(torch.tensor([0, 4, 1])))
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(40):
-    n, c = inputs.randint(1, 7), inputs.randint(1, 6)
-    dtype = inputs.choice([torch.float32, torch.float64])
-    scale = inputs.choice([1.0, 10.0, 1e4])
-    z = inputs.randn((n, c), dtype=dtype) * scale
-    z = inputs.noncontiguous(z) if inputs.randint(0, 1) else z
-    t = torch.randint(0, c, (n,), generator=inputs.generator())
-    ignore = inputs.choice([-100, -100, inputs.randint(0, c - 1), -1])
-    if inputs.randint(0, 2) == 0:
-        t[inputs.randint(0, n - 1)] = ignore
-    reduction = inputs.choice(REDUCTIONS)
+def test_cross_entropy(draw):
+    n, c = draw(1, 7), draw(1, 6)
+    dtype = draw.choice([torch.float32, torch.float64])
+    scale = draw.choice([1.0, 10.0, 1e4])
+    z = draw.randn((n, c), dtype=dtype) * scale
+    z = draw.noncontiguous(z) if draw(0, 1) else z
+    t = torch.randint(0, c, (n,), generator=draw.generator())
+    ignore = draw.choice([-100, -100, draw(0, c - 1), -1])
+    if draw(0, 2) == 0:
+        t[draw(0, n - 1)] = ignore
+    reduction = draw.choice(REDUCTIONS)
     what = f"for logits {describe(z)} ×{scale:g}, target {t.tolist()}, reduction={reduction!r}, ignore_index={ignore}"
     if reduction != "mean" or (t != ignore).any():
         expect_loss(lambda p, q: cross_entropy(p, q, reduction, ignore), lambda p, q: F.cross_entropy(
-            p, q, reduction=reduction, ignore_index=ignore), [z, t], "cross_entropy(...) " + what)
+            p, q, reduction=reduction, ignore_index=ignore), [z, t], "cross_entropy(...) " + what, draw)
         expect_loss(lambda p, q: nll_loss(log_softmax(p, -1), q, reduction, ignore), lambda p, q: F.nll_loss(
-            F.log_softmax(p, -1), q, reduction=reduction, ignore_index=ignore), [z, t], "nll_loss(log_softmax(...)) " + what)
+            F.log_softmax(p, -1), q, reduction=reduction, ignore_index=ignore), [z, t], "nll_loss(log_softmax(...)) " + what,
+            draw)
         expect_loss(lambda p, q: CrossEntropyLoss(reduction, ignore)(p, q), lambda p, q: torch.nn.CrossEntropyLoss(
-            reduction=reduction, ignore_index=ignore)(p, q), [z, t], "CrossEntropyLoss(...)(logits, target) " + what)
+            reduction=reduction, ignore_index=ignore)(p, q), [z, t], "CrossEntropyLoss(...)(logits, target) " + what, draw)
         expect_loss(lambda p, q: NLLLoss(reduction, ignore)(p, q), lambda p, q: torch.nn.NLLLoss(
-            reduction=reduction, ignore_index=ignore)(p, q), [z, t], "NLLLoss(...)(input, target) " + what)
+            reduction=reduction, ignore_index=ignore)(p, q), [z, t], "NLLLoss(...)(input, target) " + what, draw)
     if scale > 100 and (t != ignore).all():
         expect_finite_gradient(z, t, "cross_entropy " + what)
+
+
+def test_one_sample(draw):  # input (C,), a 0-d target
+    c = draw(1, 6)
+    z, t = draw.randn((c,)) * draw.choice([1.0, 1e4]), torch.tensor(draw(0, c - 1))
+    reduction = draw.choice(REDUCTIONS)
+    expect_loss(lambda p, q: cross_entropy(p, q, reduction), lambda p, q: F.cross_entropy(p, q, reduction=reduction),
+                [z, t], f"cross_entropy(logits, target, reduction={reduction!r}) for logits of shape ({c},), target {t.item()}",
+                draw)
+
+
+def test_log_softmax(draw):  # along any dim of any shape
+    shape = draw.shape(ndim=(0, 3), size=(1, 5))
+    dim = draw(-len(shape), len(shape) - 1) if shape else draw.choice([0, -1])
+    z = draw.noncontiguous(draw.randn(shape, dtype=draw.choice([torch.float32, torch.float64])) *
+                           draw.choice([1.0, 1e4]))
+    expect_loss(lambda p: log_softmax(p, dim), lambda p: F.log_softmax(p, dim), [z], f"log_softmax(x, {dim}) for x {describe(z)}",
+                draw)
+
+
+for_random_inputs(test_cross_entropy, 40)
 z = inputs.randn((3, 4))
 expect_loss(lambda p, q: cross_entropy(p, q), lambda p, q: F.cross_entropy(p, q), [z, torch.tensor([-100, -100, -100])],
             "cross_entropy(logits, target) where every target is ignored (mean of nothing)")
-for _ in range(15):  # one sample: input (C,), a 0-d target
-    c = inputs.randint(1, 6)
-    z, t = inputs.randn((c,)) * inputs.choice([1.0, 1e4]), torch.tensor(inputs.randint(0, c - 1))
-    reduction = inputs.choice(REDUCTIONS)
-    expect_loss(lambda p, q: cross_entropy(p, q, reduction), lambda p, q: F.cross_entropy(p, q, reduction=reduction),
-                [z, t], f"cross_entropy(logits, target, reduction={reduction!r}) for logits of shape ({c},), target {t.item()}")
-for _ in range(25):  # log_softmax along any dim of any shape
-    shape = inputs.shape(ndim=(0, 3), size=(1, 5))
-    dim = inputs.randint(-len(shape), len(shape) - 1) if shape else inputs.choice([0, -1])
-    z = inputs.noncontiguous(inputs.randn(shape, dtype=inputs.choice([torch.float32, torch.float64])) *
-                             inputs.choice([1.0, 1e4]))
-    expect_loss(lambda p: log_softmax(p, dim), lambda p: F.log_softmax(p, dim), [z], f"log_softmax(x, {dim}) for x {describe(z)}")
+for_random_inputs(test_one_sample, 15)
+for_random_inputs(test_log_softmax, 25)
 compare.assert_raises(IndexError, cross_entropy, "cross_entropy(logits, target) with a target -1 (not ignored)",
                       ours(logits), ours(torch.tensor([0, -1, 1])))
 compare.assert_raises(ValueError, cross_entropy, "cross_entropy(logits, target) with 2 targets for 3 samples",
@@ -629,9 +654,9 @@ class Optimizer:
 
 
 # %% tests="ex_optimizer" points=2
-def param_pairs(shapes, dtype=torch.float32) -> tuple:
-    """(your parameters, torch's): leaves that require grad, with equal values."""
-    values = [inputs.randn(s, dtype=dtype) for s in shapes]
+def param_pairs(shapes, dtype=torch.float32, draw=inputs) -> tuple:
+    """(your parameters, torch's): leaves that require grad, with equal values (random ones, from `draw`)."""
+    values = [draw.randn(s, dtype=dtype) for s in shapes]
     return [ours(v, True) for v in values], [v.clone().requires_grad_() for v in values]
 
 
@@ -701,31 +726,31 @@ assert all(p.grad is None for p in mine), "zero_grad() must set every .grad to N
 compare.assert_raises(ValueError, Optimizer, "Optimizer([], defaults)", [], defaults)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(12):
-    n = inputs.randint(1, 5)
-    dtype = inputs.choice([torch.float32, torch.float64])
-    mine, theirs = param_pairs([inputs.shape(ndim=(0, 2)) for _ in range(n)], dtype)
+def test_optimizer(draw):
+    n = draw(1, 5)
+    dtype = draw.choice([torch.float32, torch.float64])
+    mine, theirs = param_pairs([draw.shape(ndim=(0, 2)) for _ in range(n)], dtype, draw)
     order = list(range(n))
     for i in range(n - 1, 0, -1):
-        j = inputs.randint(0, i)
+        j = draw(0, i)
         order[i], order[j] = order[j], order[i]
-    cut = inputs.randint(0, n)
-    groups = [{"params": order[:cut], "lr": inputs.choice([0.5, 0.01])}, {"params": order[cut:]}]
+    cut = draw(0, n)
+    groups = [{"params": order[:cut], "lr": draw.choice([0.5, 0.01])}, {"params": order[cut:]}]
     groups = [g for g in groups if g["params"]]
-    if inputs.randint(0, 1):
+    if draw(0, 1):
         groups[0]["weight_decay"] = 0.25
-    defaults = {"lr": 0.1, "momentum": inputs.choice([0, 0.9]), "weight_decay": 0.0}
+    defaults = {"lr": 0.1, "momentum": draw.choice([0, 0.9]), "weight_decay": 0.0}
     opt, opt_theirs = Optimizer(grouped(mine, groups), defaults), torch.optim.Optimizer(grouped(theirs, groups), defaults)
     expect_same_groups(opt, opt_theirs, mine, theirs, f"Optimizer({groups}, {defaults})")
     for m, t in zip(mine, theirs):
-        if inputs.randint(0, 2):
-            value = inputs.randn(t.shape, dtype=dtype)
+        if draw(0, 2):
+            value = draw.randn(t.shape, dtype=dtype)
             opt.state[m]["buffer"], opt_theirs.state[t]["buffer"] = ours(value), value
             opt.state[m]["step"], opt_theirs.state[t]["step"] = ours(torch.tensor(3.0)), torch.tensor(3.0)
-        g = inputs.randn(t.shape, dtype=dtype)
+        g = draw.randn(t.shape, dtype=dtype)
         m.grad, t.grad = ours(g), g.clone()
     expect_same_state_dict(opt, opt_theirs, f"Optimizer({groups}, {defaults}) with some state")
-    set_to_none = inputs.choice([True, False])
+    set_to_none = draw.choice([True, False])
     kept = [m.grad for m in mine]
     opt.zero_grad(set_to_none)
     opt_theirs.zero_grad(set_to_none)
@@ -738,7 +763,7 @@ for _ in range(12):
     # load torch's state dict, with changed hyper-parameters, into a fresh optimizer of yours
     for g in opt_theirs.param_groups:
         g["lr"] = g["lr"] * 3
-    fresh, fresh_theirs = param_pairs([tuple(t.shape) for t in theirs], inputs.choice([torch.float32, torch.float64]))
+    fresh, fresh_theirs = param_pairs([tuple(t.shape) for t in theirs], draw.choice([torch.float32, torch.float64]), draw)
     loaded = Optimizer(grouped(fresh, groups), defaults)
     loaded_theirs = torch.optim.Optimizer(grouped(fresh_theirs, groups), defaults)
     saved = opt_theirs.state_dict()
@@ -765,6 +790,9 @@ for _ in range(12):
         if any(len(a["params"]) != len(b["params"]) for a, b in zip(shorter, saved["param_groups"])):
             compare.assert_raises(ValueError, other.load_state_dict, "load_state_dict with a group one parameter short",
                                   {"state": {}, "param_groups": shorter})
+
+
+for_random_inputs(test_optimizer, 12)
 
 # errors, as torch raises them
 p = ours(torch.randn(3), True)
@@ -879,11 +907,12 @@ def gradient_of(p: torch.Tensor, i: int, seed: int) -> torch.Tensor:
     return torch.tanh(p * a) + 0.5 * b
 
 
-def run_steps(opt, opt_theirs, mine, theirs, steps: int, what: str, seed: int, first: int = 0, holes=True) -> None:
+def run_steps(opt, opt_theirs, mine, theirs, steps: int, what: str, seed: int, first: int = 0, holes=True,
+              draw=inputs) -> None:
     """`steps` steps of both optimizers, each after giving every parameter the problem's gradient (sometimes one
-    parameter gets none); the parameters are compared after every step."""
+    parameter gets none, chosen by `draw`); the parameters are compared after every step."""
     for step in range(first, first + steps):
-        skip = inputs.randint(0, len(mine) - 1) if holes and inputs.randint(0, 4) == 0 else None
+        skip = draw.randint(0, len(mine) - 1) if holes and draw.randint(0, 4) == 0 else None
         for i, (m, t) in enumerate(zip(mine, theirs)):
             if i == skip:
                 m.grad = t.grad = None
@@ -901,13 +930,13 @@ def run_steps(opt, opt_theirs, mine, theirs, steps: int, what: str, seed: int, f
                                                        "must not change the gradient it reads")
 
 
-def race(make, make_theirs, shapes, groups, what: str, dtype=torch.float32, steps: int = 20):
-    """Your optimizer and torch's, `steps` steps on the same problem; then their state dicts."""
-    seed = inputs.randint(0, 2**31)
-    mine, theirs = param_pairs(shapes, dtype)
+def race(make, make_theirs, shapes, groups, what: str, dtype=torch.float32, steps: int = 20, draw=inputs):
+    """Your optimizer and torch's, `steps` steps on the same problem (random, from `draw`); then their state dicts."""
+    seed = draw.randint(0, 2**31)
+    mine, theirs = param_pairs(shapes, dtype, draw)
     opt, opt_theirs = make(grouped(mine, groups)), make_theirs(grouped(theirs, groups))
     expect_same_groups(opt, opt_theirs, mine, theirs, what)
-    run_steps(opt, opt_theirs, mine, theirs, steps, what, seed)
+    run_steps(opt, opt_theirs, mine, theirs, steps, what, seed, draw=draw)
     expect_same_state_dict(opt, opt_theirs, f"{what} after {steps} steps")
     return opt, opt_theirs, mine, theirs, seed
 
@@ -924,33 +953,36 @@ for kw in [dict(lr=0.1), dict(lr=0.1, momentum=0.9), dict(lr=0.05, momentum=0.9,
          call_text("SGD", groups, kw), steps=5)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-def random_sgd_kwargs() -> dict:
-    nesterov = inputs.randint(0, 3) == 0
-    kw = {"lr": inputs.choice([0.01, 0.1, 0.3])}
-    if nesterov or inputs.randint(0, 3):
-        kw["momentum"] = inputs.choice([0.5, 0.9])
-    if not nesterov and inputs.randint(0, 1):
-        kw["dampening"] = inputs.choice([0.1, 0.5])
-    if inputs.randint(0, 1):
-        kw["weight_decay"] = inputs.choice([0.01, 0.1])
+def random_sgd_kwargs(draw) -> dict:
+    nesterov = draw(0, 3) == 0
+    kw = {"lr": draw.choice([0.01, 0.1, 0.3])}
+    if nesterov or draw(0, 3):
+        kw["momentum"] = draw.choice([0.5, 0.9])
+    if not nesterov and draw(0, 1):
+        kw["dampening"] = draw.choice([0.1, 0.5])
+    if draw(0, 1):
+        kw["weight_decay"] = draw.choice([0.01, 0.1])
     if nesterov:
         kw["nesterov"] = True
-    if inputs.randint(0, 3) == 0:
+    if draw(0, 3) == 0:
         kw["maximize"] = True
     return kw
 
 
-for _ in range(14):
-    n = inputs.randint(1, 4)
-    shapes = [inputs.shape(ndim=(0, 3), size=(1, 4)) for _ in range(n)]
-    kw = random_sgd_kwargs()
+def test_sgd(draw):
+    n = draw(1, 4)
+    shapes = [draw.shape(ndim=(0, 3), size=(1, 4)) for _ in range(n)]
+    kw = random_sgd_kwargs(draw)
     groups = [{"params": list(range(n))}]
-    if n > 1 and inputs.randint(0, 1):
-        cut = inputs.randint(1, n - 1)
-        groups = [{"params": list(range(cut)), "lr": inputs.choice([0.02, 0.2])},
-                  {"params": list(range(cut, n)), "momentum": inputs.choice([0.0, 0.8])}]
+    if n > 1 and draw(0, 1):
+        cut = draw(1, n - 1)
+        groups = [{"params": list(range(cut)), "lr": draw.choice([0.02, 0.2])},
+                  {"params": list(range(cut, n)), "momentum": draw.choice([0.0, 0.8])}]
     race(lambda g: SGD(g, **kw), lambda g: torch.optim.SGD(g, **kw), shapes, groups,
-         call_text("SGD", groups, kw), dtype=inputs.choice([torch.float32, torch.float64]))
+         call_text("SGD", groups, kw), dtype=draw.choice([torch.float32, torch.float64]), draw=draw)
+
+
+for_random_inputs(test_sgd, 14)
 
 # resuming: a fresh SGD that loads the state dict continues exactly as the original
 kw = dict(lr=0.1, momentum=0.9, dampening=0.2, weight_decay=0.05)
@@ -1093,43 +1125,52 @@ for name, kw in [("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, weight_decay=0.
          call_text(name, groups, kw), steps=5)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-def random_adam_kwargs(name: str) -> dict:
-    kw = {"lr": inputs.choice([1e-3, 1e-2, 0.1])}
-    if inputs.randint(0, 1):
-        kw["betas"] = (inputs.choice([0.5, 0.8, 0.9]), inputs.choice([0.9, 0.99, 0.999]))
-    if inputs.randint(0, 2) == 0:
-        kw["eps"] = inputs.choice([1e-6, 1e-3])
-    if name == "AdamW" or inputs.randint(0, 1):
-        kw["weight_decay"] = inputs.choice([0.0, 0.01, 0.1, 0.5])
-    if inputs.randint(0, 1):
+def random_adam_kwargs(draw, name: str) -> dict:
+    kw = {"lr": draw.choice([1e-3, 1e-2, 0.1])}
+    if draw(0, 1):
+        kw["betas"] = (draw.choice([0.5, 0.8, 0.9]), draw.choice([0.9, 0.99, 0.999]))
+    if draw(0, 2) == 0:
+        kw["eps"] = draw.choice([1e-6, 1e-3])
+    if name == "AdamW" or draw(0, 1):
+        kw["weight_decay"] = draw.choice([0.0, 0.01, 0.1, 0.5])
+    if draw(0, 1):
         kw["amsgrad"] = True
-    if inputs.randint(0, 3) == 0:
+    if draw(0, 3) == 0:
         kw["maximize"] = True
     return kw
 
 
-for _ in range(18):
-    name = inputs.choice(["Adam", "AdamW"])
-    n = inputs.randint(1, 4)
-    shapes = [inputs.shape(ndim=(0, 3), size=(1, 4)) for _ in range(n)]
-    kw = random_adam_kwargs(name)
+def test_adam(draw):
+    name = draw.choice(["Adam", "AdamW"])
+    n = draw(1, 4)
+    shapes = [draw.shape(ndim=(0, 3), size=(1, 4)) for _ in range(n)]
+    kw = random_adam_kwargs(draw, name)
     groups = [{"params": list(range(n))}]
-    if n > 1 and inputs.randint(0, 1):
-        cut = inputs.randint(1, n - 1)
-        groups = [{"params": list(range(cut)), "lr": inputs.choice([0.002, 0.05])},
+    if n > 1 and draw(0, 1):
+        cut = draw(1, n - 1)
+        groups = [{"params": list(range(cut)), "lr": draw.choice([0.002, 0.05])},
                   {"params": list(range(cut, n)), "betas": (0.7, 0.95), "weight_decay": 0.2}]
     race(lambda g: globals()[name](g, **kw), lambda g: getattr(torch.optim, name)(g, **kw), shapes, groups,
-         call_text(name, groups, kw), dtype=inputs.choice([torch.float32, torch.float64]))
+         call_text(name, groups, kw), dtype=draw.choice([torch.float32, torch.float64]), draw=draw)
 
-for name in ("Adam", "AdamW"):  # resuming from a state dict, and from torch's
-    kw = dict(lr=0.01, weight_decay=0.1, amsgrad=True)
-    groups = [{"params": [0, 1]}]
-    opt, opt_theirs, mine, theirs, seed = race(lambda g: globals()[name](g, **kw), lambda g: getattr(
-        torch.optim, name)(g, **kw), [(3, 2), (4,)], groups, call_text(name, groups, kw), steps=8)
-    resumed = globals()[name](mine, lr=0.5)
-    resumed.load_state_dict(opt_theirs.state_dict())
-    run_steps(resumed, opt_theirs, mine, theirs, 8, f"an {name} that loaded torch's state dict after 8 steps", seed, 8)
-    expect_same_state_dict(resumed, opt_theirs, f"{name} resumed, after 16 steps")
+
+for_random_inputs(test_adam, 18)
+
+
+def test_adam_resumed(draw):  # resuming from a state dict, and from torch's
+    for name in ("Adam", "AdamW"):
+        kw = dict(lr=0.01, weight_decay=0.1, amsgrad=True)
+        groups = [{"params": [0, 1]}]
+        opt, opt_theirs, mine, theirs, seed = race(lambda g: globals()[name](g, **kw), lambda g: getattr(
+            torch.optim, name)(g, **kw), [(3, 2), (4,)], groups, call_text(name, groups, kw), steps=8, draw=draw)
+        resumed = globals()[name](mine, lr=0.5)
+        resumed.load_state_dict(opt_theirs.state_dict())
+        run_steps(resumed, opt_theirs, mine, theirs, 8, f"an {name} that loaded torch's state dict after 8 steps", seed, 8,
+                  draw=draw)
+        expect_same_state_dict(resumed, opt_theirs, f"{name} resumed, after 16 steps")
+
+
+for_random_inputs(test_adam_resumed, 1)
 compare.assert_equal(AdamW([ours(torch.zeros(2), True)]).param_groups[0]["weight_decay"],
                      torch.optim.AdamW([torch.zeros(2, requires_grad=True)]).param_groups[0]["weight_decay"],
                      "AdamW's default weight_decay")
@@ -1262,19 +1303,23 @@ print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 import warnings
 
+
+def test_schedules(draw):
+    lrs = [draw.choice([1.0, 0.1, 0.03, 0.5]) for _ in range(draw(1, 3))]
+    if draw(0, 1):
+        step_size, gamma = draw(1, 5), draw.choice([0.1, 0.5, 0.9])
+        expect_same_schedule(lambda o: StepLR(o, step_size, gamma), lambda o: torch.optim.lr_scheduler.StepLR(
+            o, step_size, gamma), lrs, 25, f"StepLR(optimizer, step_size={step_size}, gamma={gamma}) for lrs {lrs}")
+    else:
+        t_max, eta_min = draw(1, 10), draw.choice([0.0, 0.001, 0.01])
+        expect_same_schedule(lambda o: CosineAnnealingLR(o, t_max, eta_min),
+                             lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, t_max, eta_min), lrs, 3 * t_max + 2,
+                             f"CosineAnnealingLR(optimizer, T_max={t_max}, eta_min={eta_min}) for lrs {lrs}")
+
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # torch's warning about calling scheduler.step() before optimizer.step()
-    for _ in range(20):
-        lrs = [inputs.choice([1.0, 0.1, 0.03, 0.5]) for _ in range(inputs.randint(1, 3))]
-        if inputs.randint(0, 1):
-            step_size, gamma = inputs.randint(1, 5), inputs.choice([0.1, 0.5, 0.9])
-            expect_same_schedule(lambda o: StepLR(o, step_size, gamma), lambda o: torch.optim.lr_scheduler.StepLR(
-                o, step_size, gamma), lrs, 25, f"StepLR(optimizer, step_size={step_size}, gamma={gamma}) for lrs {lrs}")
-        else:
-            t_max, eta_min = inputs.randint(1, 10), inputs.choice([0.0, 0.001, 0.01])
-            expect_same_schedule(lambda o: CosineAnnealingLR(o, t_max, eta_min),
-                                 lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, t_max, eta_min), lrs, 3 * t_max + 2,
-                                 f"CosineAnnealingLR(optimizer, T_max={t_max}, eta_min={eta_min}) for lrs {lrs}")
+    for_random_inputs(test_schedules, 20)
     # two schedulers on one optimizer: the second keeps the first's initial_lr
     groups = Groups([0.2])
     theirs = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.2)
@@ -1467,37 +1512,43 @@ for drop_last in (False, True):
               f"BatchSampler(SequentialSampler(range(10)), 4, drop_last={drop_last})")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(12):
-    n = inputs.randint(1, 9)
-    tensors = [inputs.noncontiguous(inputs.randn((n, *inputs.shape(ndim=(0, 2))))),
-               torch.randint(0, 5, (n,), generator=inputs.generator())][: inputs.randint(1, 2)]
+def test_tensor_dataset(draw):
+    n = draw(1, 9)
+    tensors = [draw.noncontiguous(draw.randn((n, *draw.shape(ndim=(0, 2))))),
+               torch.randint(0, 5, (n,), generator=draw.generator())][: draw(1, 2)]
     expect_same_items(TensorDataset(*[ours(t) for t in tensors]), data.TensorDataset(*tensors),
                       f"TensorDataset of {[describe(t) for t in tensors]}")
-compare.assert_raises(AssertionError, TensorDataset, "TensorDataset(a tensor of 3 rows, one of 4)",
-                      ours(torch.zeros(3)), ours(torch.zeros(4)))
-for _ in range(25):
-    n = inputs.randint(1, 40)
-    seed = inputs.randint(0, 2**31)
+
+
+def test_samplers(draw):
+    n = draw(1, 40)
+    seed = draw(0, 2**31)
     kw = {}
-    if inputs.randint(0, 2) == 0:
-        kw["num_samples"] = inputs.randint(1, 3 * n)
-    if inputs.randint(0, 3) == 0:
+    if draw(0, 2) == 0:
+        kw["num_samples"] = draw(1, 3 * n)
+    if draw(0, 3) == 0:
         kw["replacement"] = True
-        kw["num_samples"] = inputs.randint(1, 80)
+        kw["num_samples"] = draw(1, 80)
     epochs_of(RandomSampler(range(n), generator=torch.Generator().manual_seed(seed), **kw),
               data.RandomSampler(range(n), generator=torch.Generator().manual_seed(seed), **kw), 3,
               f"RandomSampler(range({n}), generator=<seeded {seed}>, {kw})")
-    seed = inputs.randint(0, 2**31)  # no generator: the global one, reseeded the same for both
+    seed = draw(0, 2**31)  # no generator: the global one, reseeded the same for both
     torch.manual_seed(seed)
     got = [list(sampler) for sampler in [RandomSampler(range(n), **kw)] * 2]
     torch.manual_seed(seed)
     want = [list(sampler) for sampler in [data.RandomSampler(range(n), **kw)] * 2]
     compare.assert_equal(got, want, f"two passes over RandomSampler(range({n}), {kw}) after torch.manual_seed({seed})")
-    batch_size, drop_last = inputs.randint(1, n + 2), inputs.choice([False, True])
-    seed = inputs.randint(0, 2**31)
+    batch_size, drop_last = draw(1, n + 2), draw.choice([False, True])
+    seed = draw(0, 2**31)
     epochs_of(BatchSampler(RandomSampler(range(n), generator=torch.Generator().manual_seed(seed)), batch_size, drop_last),
               data.BatchSampler(data.RandomSampler(range(n), generator=torch.Generator().manual_seed(seed)), batch_size,
                                 drop_last), 2, f"BatchSampler(RandomSampler(range({n}), ...), {batch_size}, drop_last={drop_last})")
+
+
+for_random_inputs(test_tensor_dataset, 12)
+compare.assert_raises(AssertionError, TensorDataset, "TensorDataset(a tensor of 3 rows, one of 4)",
+                      ours(torch.zeros(3)), ours(torch.zeros(4)))
+for_random_inputs(test_samplers, 25)
 for bad in (0, -2, 1.5, True):
     compare.assert_raises(ValueError, BatchSampler, f"BatchSampler(sampler, batch_size={bad!r}, drop_last=False)",
                           SequentialSampler(range(4)), bad, False)
@@ -1707,16 +1758,18 @@ for batch in [[Point(torch.tensor([1, 2]), 1.5), Point(torch.tensor([3, 4]), 2.5
 compare.assert_raises(RuntimeError, default_collate, "default_collate of tensors of shapes (2,) and (3,)",
                       [ours(torch.zeros(2)), ours(torch.zeros(3))])
 compare.assert_raises(RuntimeError, default_collate, "default_collate([[1, 2], [3]])", [[1, 2], [3]])
-for _ in range(12):
-    n = inputs.randint(1, 30)
-    x = inputs.noncontiguous(inputs.randn((n, *inputs.shape(ndim=(0, 2), size=(1, 3)))))
-    y = torch.randint(0, 10, (n,), generator=inputs.generator())
-    kw = {"batch_size": inputs.randint(1, n + 3)}
-    if inputs.randint(0, 1):
+
+
+def test_loader(draw):
+    n = draw(1, 30)
+    x = draw.noncontiguous(draw.randn((n, *draw.shape(ndim=(0, 2), size=(1, 3)))))
+    y = torch.randint(0, 10, (n,), generator=draw.generator())
+    kw = {"batch_size": draw(1, n + 3)}
+    if draw(0, 1):
         kw["shuffle"] = True
-    if inputs.randint(0, 1):
+    if draw(0, 1):
         kw["drop_last"] = True
-    seed = inputs.randint(0, 2**31)
+    seed = draw(0, 2**31)
     what = f"DataLoader(TensorDataset(x {describe(x)}, y ({n},)), {kw}, generator=<seeded {seed}>)"
     expect_same_loader(lambda: DataLoader(TensorDataset(ours(x), ours(y)), generator=torch.Generator().manual_seed(seed), **kw),
                        lambda: data.DataLoader(data.TensorDataset(x, y), generator=torch.Generator().manual_seed(seed), **kw),
@@ -1730,9 +1783,11 @@ for _ in range(12):
     if not kw.get("drop_last"):
         seen = sorted(v for batch in DataLoader(TensorDataset(ours(torch.arange(n))), **kw) for v in batch[0].to_torch().tolist())
         compare.assert_equal(seen, list(range(n)), f"the indices a pass over a DataLoader({kw}) of {n} samples yields, sorted")
-for _ in range(4):  # a data set of dicts, the slow path, and a collate_fn of one's own
-    n, kw = inputs.randint(1, 12), {"batch_size": inputs.randint(1, 5), "shuffle": inputs.choice([False, True])}
-    seed = inputs.randint(0, 2**31)
+
+
+def test_loader_of_dicts(draw):  # a data set of dicts, the slow path, and a collate_fn of one's own
+    n, kw = draw(1, 12), {"batch_size": draw(1, 5), "shuffle": draw.choice([False, True])}
+    seed = draw(0, 2**31)
     expect_same_loader(lambda: DataLoader(OurPairs(n), generator=torch.Generator().manual_seed(seed), **kw),
                        lambda: data.DataLoader(Pairs(n, lambda t: t), generator=torch.Generator().manual_seed(seed), **kw),
                        2, f"DataLoader(a data set of {n} dicts, {kw})")
@@ -1741,6 +1796,10 @@ for _ in range(4):  # a data set of dicts, the slow path, and a collate_fn of on
                        lambda: data.DataLoader(Pairs(n, lambda t: t), collate_fn=lambda b: [s["label"] for s in b], **kw,
                                                generator=torch.Generator().manual_seed(seed)),
                        2, f"DataLoader(a data set of {n} dicts, collate_fn=<the labels as a list>, {kw})")
+
+
+for_random_inputs(test_loader, 12)
+for_random_inputs(test_loader_of_dicts, 4)
 sampler = SequentialSampler(range(4))
 compare.assert_raises(ValueError, DataLoader, "DataLoader(data, sampler=..., shuffle=True)", range(4), sampler=sampler,
                       shuffle=True)
@@ -1860,8 +1919,9 @@ class Spy(Module):
         return self.inner(x)
 
 
-def model_pair(sizes, dropout=False, dtype=torch.float32):
+def model_pair(sizes, dropout=False, dtype=torch.float32, draw=inputs):
     """(your MLP, torch's) with the same weights: Linear, ReLU, Linear, ..."""
+    torch.manual_seed(draw.randint(0, 2**31))  # torch's initial weights: a replay of the inputs starts from the same ones
     layers = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         layers.append(("Linear", a, b))
@@ -1875,10 +1935,10 @@ def model_pair(sizes, dropout=False, dtype=torch.float32):
     return mine, theirs
 
 
-def batches_pair(n, features, classes, batch_size, dtype=torch.float32):
+def batches_pair(n, features, classes, batch_size, dtype=torch.float32, draw=inputs):
     """(your batches, torch's): a list of (x, y) pairs, the last one smaller when batch_size does not divide n."""
-    x = inputs.randn((n, features), dtype=dtype)
-    y = torch.randint(0, classes, (n,), generator=inputs.generator())
+    x = draw.randn((n, features), dtype=dtype)
+    y = torch.randint(0, classes, (n,), generator=draw.generator())
     theirs = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
     return [(ours(a), ours(b)) for a, b in theirs], theirs
 
@@ -1905,10 +1965,10 @@ def torch_evaluate(model, batches):
     return sum(losses) / n, correct / n
 
 
-def expect_same_epoch(sizes, n, batch_size, lr, what):
-    mine, theirs = model_pair(sizes)
+def expect_same_epoch(sizes, n, batch_size, lr, what, draw=inputs):
+    mine, theirs = model_pair(sizes, draw=draw)
     spy = Spy(mine)
-    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size)
+    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, draw=draw)
     spy.eval()  # train_one_epoch must switch it back
     loss = train_one_epoch(spy, batches, plain_cross_entropy, PlainSGD(mine.parameters(), lr))
     expect_close(loss, torch_epoch(theirs, batches_theirs, lr), f"train_one_epoch(...) {what}")
@@ -1932,12 +1992,15 @@ def expect_same_epoch(sizes, n, batch_size, lr, what):
 expect_same_epoch([4, 8, 3], 10, 4, 0.1, "for a 4-8-3 MLP, 10 samples in batches of 4, lr=0.1")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(10):
-    sizes = [inputs.randint(2, 6) for _ in range(inputs.randint(2, 4))]
+def test_epoch(draw):
+    sizes = [draw(2, 6) for _ in range(draw(2, 4))]
     sizes[-1] = max(sizes[-1], 2)
-    n, batch_size, lr = inputs.randint(1, 25), inputs.randint(1, 8), inputs.choice([0.05, 0.5])
+    n, batch_size, lr = draw(1, 25), draw(1, 8), draw.choice([0.05, 0.5])
     expect_same_epoch(sizes, n, batch_size, lr, f"for an MLP {'-'.join(map(str, sizes))}, {n} samples in batches of "
-                                                f"{batch_size}, lr={lr}")
+                                                f"{batch_size}, lr={lr}", draw)
+
+
+for_random_inputs(test_epoch, 10)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2064,11 +2127,11 @@ def near_tie(history) -> bool:
     return any(0 < abs(a - b) < 1e-4 * max(abs(a), 1) for i, a in enumerate(losses) for b in losses[:i])
 
 
-def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what):
+def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what, draw=inputs):
     # in float64: epochs of SGD at lr=1.0 amplify float32's rounding (yours and torch's differ) past its tolerance
-    mine, theirs = model_pair(sizes, dtype=torch.float64)
-    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64)
-    val, val_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64)
+    mine, theirs = model_pair(sizes, dtype=torch.float64, draw=draw)
+    batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64, draw)
+    val, val_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64, draw)
     # the same fit in float64: each step's rounding grows over a run at lr=1.0, and torch's own float32
     # history lies as far from this one as a correct answer may lie from torch's
     theirs64 = copy.deepcopy(theirs).double()
@@ -2119,28 +2182,43 @@ expect_same_fit([3, 6, 2], 8, 4, 0.2, 3, False, None, False, "for 3 epochs")
 expect_same_fit([3, 6, 2], 8, 4, 0.2, 3, True, None, True, "for 3 epochs, halving the lr, with a checkpoint")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
+def random_fit(draw, missing: bool) -> tuple:
+    """One fit on random inputs (with `missing`, one that may stop early and go back): (what expect_same_fit
+    returned, the epochs asked for, whether it had a checkpoint)."""
+    sizes = [draw(2, 5), draw(8, 16), draw(2, 4)]
+    n, batch_size = draw(6, 16), draw(2, 5)
+    lr, epochs = draw.choice([0.3, 1.0]), draw(3, 12)
+    halve, patience, use_checkpoint = draw(0, 1) == 1, draw.choice([None, 1, 2, 3]), draw(0, 2) > 0
+    if missing:  # the runs that are still missing
+        lr, epochs, patience, use_checkpoint = 1.0, draw(8, 12), draw.choice([1, 2]), True
+    what = (f"for an MLP {'-'.join(map(str, sizes))}, {n} samples in batches of {batch_size}, lr={lr}, {epochs} epochs, "
+            f"{'halving the lr, ' if halve else ''}patience={patience}, {'with' if use_checkpoint else 'without'} "
+            "a checkpoint")
+    return expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what, draw), epochs, use_checkpoint
+
+
+# The loop counts usable fits across fits; each fit is a random input of its own, simplified alone if it fails.
 done = stopped = rewound = tries = 0
 while done < 8 or stopped < 2 or rewound < 2:  # until early stopping and going back to a best epoch have both happened
     tries += 1
     assert tries <= 80, f"only {done} random fits were usable ({stopped} stopped early, {rewound} went back); the test needs more"
-    sizes = [inputs.randint(2, 5), inputs.randint(8, 16), inputs.randint(2, 4)]
-    n, batch_size = inputs.randint(6, 16), inputs.randint(2, 5)
-    lr, epochs = inputs.choice([0.3, 1.0]), inputs.randint(3, 12)
-    halve, patience, use_checkpoint = inputs.randint(0, 1) == 1, inputs.choice([None, 1, 2, 3]), inputs.randint(0, 2) > 0
-    if done >= 8:  # the runs that are still missing
-        lr, epochs, patience, use_checkpoint = 1.0, inputs.randint(8, 12), inputs.choice([1, 2]), True
-    what = (f"for an MLP {'-'.join(map(str, sizes))}, {n} samples in batches of {batch_size}, lr={lr}, {epochs} epochs, "
-            f"{'halving the lr, ' if halve else ''}patience={patience}, {'with' if use_checkpoint else 'without'} "
-            "a checkpoint")
-    ran = expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what)
+    outcome = []
+    for_random_inputs(lambda draw: outcome.append(random_fit(draw, missing=done >= 8)), 1)
+    ran, epochs, use_checkpoint = outcome[-1]
     if ran is not None:
         done += 1
         stopped += ran[0] < epochs
         rewound += use_checkpoint and ran[1] < ran[0]
-for patience, use_checkpoint in [(2, True), (1, False), (None, True)]:  # a val_loss equal to the best is no improvement
-    expect_same_fit([3, 6, 2], 8, 4, 0.0, 5, False, patience, use_checkpoint,
-                    f"with lr=0.0, 5 epochs, patience={patience}, {'with' if use_checkpoint else 'without'} a checkpoint: "
-                    "every epoch's val_loss ties with the first one's, and a tie is no improvement")
+
+
+def test_ties(draw):  # a val_loss equal to the best is no improvement
+    for patience, use_checkpoint in [(2, True), (1, False), (None, True)]:
+        expect_same_fit([3, 6, 2], 8, 4, 0.0, 5, False, patience, use_checkpoint,
+                        f"with lr=0.0, 5 epochs, patience={patience}, {'with' if use_checkpoint else 'without'} a "
+                        "checkpoint: every epoch's val_loss ties with the first one's, and a tie is no improvement", draw)
+
+
+for_random_inputs(test_ties, 1)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2270,10 +2348,13 @@ compare.assert_equal(sorted(name for name, _ in standardize[0].named_buffers()),
 print(f"after one epoch: {test_accuracy(model):.1%} of the test images")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(3):
-    some = torch.from_numpy(DIGITS.train_images[inputs.randint(0, 1400):][:inputs.randint(1, 40)])
+def test_shifted(draw):
+    some = torch.from_numpy(DIGITS.train_images[draw(0, 1400):][:draw(1, 40)])
     compare.assert_matches(torch.from_numpy(np.asarray(shifted(some.numpy()))), torch_shifted(some),
                            f"shifted(images of shape {tuple(some.shape)})")
+
+
+for_random_inputs(test_shifted, 3)
 seed = inputs.randint(0, 10**6)
 records = []
 start = _time.perf_counter()

@@ -73,6 +73,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
+from course.testing import for_random_inputs
 
 check = Checker("05_backend")
 
@@ -247,11 +248,13 @@ print("visible tests passed")
 PARTS = {"type": ["cpu", "cuda", "emu", "CUDA", "gpu", "mps", "meta", "cu da", "", "xla"],
          "colon": [":", ":", ":", "", "", "::"],
          "index": ["0", "1", "7", "12", "01", "-1", "+1", " 1", "", "x", "1.0", "00"]}
-for _ in range(150):
-    text = inputs.choice(PARTS["type"]) + inputs.choice(PARTS["colon"])
+
+
+def test_device_texts(draw):
+    text = draw.choice(PARTS["type"]) + draw.choice(PARTS["colon"])
     if text.endswith(":"):
-        text += inputs.choice(PARTS["index"])
-    index = inputs.choice([None, None, None, 0, 3, -2])
+        text += draw.choice(PARTS["index"])
+    index = draw.choice([None, None, None, 0, 3, -2])
     args = (text,) if index is None else (text, index)
     if text.startswith("emu"):  # torch has no "emu": the same rules as for "cuda"
         cuda = "cuda" + text[3:]
@@ -266,13 +269,19 @@ for _ in range(150):
             compare.assert_equal(repr(ours), repr(theirs).replace("cuda", "emu"), f"repr({what})")
     else:
         expect_device(*args)
-for _ in range(60):
-    a, b = (inputs.choice(["cpu", "cuda", "cuda:0", "cuda:1", "cpu:0"]) for _ in range(2))
+
+
+def test_device_equality(draw):
+    a, b = (draw.choice(["cpu", "cuda", "cuda:0", "cuda:1", "cpu:0"]) for _ in range(2))
     compare.assert_equal(Device(a) == Device(b), torch.device(a) == torch.device(b), f"Device({a!r}) == Device({b!r})")
     compare.assert_equal(Device(a) != Device(b), torch.device(a) != torch.device(b), f"Device({a!r}) != Device({b!r})")
     compare.assert_equal(Device(a) == b, Device(a) == Device(b), f"Device({a!r}) == {b!r} (a string)")
     if torch.device(a) == torch.device(b):
         assert hash(Device(a)) == hash(Device(b)), f"Device({a!r}) and Device({b!r}) are equal but hash differently"
+
+
+for_random_inputs(test_device_texts, 150)
+for_random_inputs(test_device_equality, 60)
 compare.assert_equal(len({Device("cuda:1"), Device("cuda", 1), Device("cuda"), Device("cpu")}), 3,
                      "the number of distinct devices in {Device('cuda:1'), Device('cuda', 1), Device('cuda'), Device('cpu')}")
 compare.assert_equal(repr(Device(Device("emu:2"))), "device(type='emu', index=2)", "repr(Device(Device('emu:2')))")
@@ -574,12 +583,12 @@ except NotImplementedError as e:
     assert "no such op" in str(e) and "emu" in str(e), f"the message must name the op and the device; it says: {e}"
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(40):
-    devices = [inputs.choice(DEVICE_CHOICES) for _ in range(inputs.randint(1, 3))]
+def test_dispatch(draw):
+    devices = [draw.choice(DEVICE_CHOICES) for _ in range(draw(1, 3))]
     args = [tensor_on(d) for d in devices]
-    args += [inputs.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(inputs.randint(0, 2))]
+    args += [draw.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(draw(0, 2))]
     order = list(range(len(args)))
-    args = [args[i] for i in sorted(order, key=lambda i: inputs.randint(0, 9))]
+    args = [args[i] for i in sorted(order, key=lambda i: draw(0, 9))]
     tensors = [a for a in args if isinstance(a, Tensor)]
     distinct = []
     for t in tensors:
@@ -592,6 +601,9 @@ for _ in range(40):
     else:
         expect_dispatch("op", tuple(args), DISPATCH_KEY[distinct[0].type], what, {"keepdim": True})
         compare.assert_equal(device_of(*args), distinct[0], what.replace("dispatch('op', ", "device_of("))
+
+
+for_random_inputs(test_dispatch, 40)
 saved = dict(KERNEL_TABLE)
 try:
     KERNEL_TABLE.clear()
@@ -875,12 +887,12 @@ if not GPU:
         assert "emu" in str(e), f"without a GPU, to('cuda') must say what to use instead; it says: {e}"
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(40):
-    t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(0, 3), allow_zero=True),
-                                          dtype=inputs.choice([torch.float32, torch.float64])))
-    if inputs.randint(0, 3) == 0:
-        t = (t * 3).to(inputs.choice([torch.int64, torch.bool]))
-    source, target = inputs.choice(["cpu", DEVICE]), inputs.choice(["cpu", DEVICE])
+def test_moves(draw):
+    t = draw.noncontiguous(draw.randn(draw.shape(ndim=(0, 3), allow_zero=True),
+                                      dtype=draw.choice([torch.float32, torch.float64])))
+    if draw(0, 3) == 0:
+        t = (t * 3).to(draw.choice([torch.int64, torch.bool]))
+    source, target = draw.choice(["cpu", DEVICE]), draw.choice(["cpu", DEVICE])
     what = f"move(x, '{target}') where x: {describe(t)} on {source}"
     ours = on_device(t, source)
     expect_moved(move(ours, target), t, target, what)
@@ -889,10 +901,13 @@ for _ in range(40):
     else:
         expect_moved(ours.to(target), t, target, what.replace("move(x, ", "x.to("))
     if t.is_floating_point() and "cpu" in (source, target):
-        other = inputs.choice([torch.float32, torch.float64, torch.int64])
+        other = draw.choice([torch.float32, torch.float64, torch.int64])
         if source == target and other == t.dtype:
-            continue
+            return
         expect_moved(ours.to(target, other), t.to(other), target, f"x.to('{target}', {other}) where x: {describe(t)} on {source}")
+
+
+for_random_inputs(test_moves, 40)
 x = torch.randn(3, 4)
 leaf = from_torch(x.clone()).requires_grad_()
 y = leaf.to(DEVICE)
@@ -1221,19 +1236,28 @@ expect_every_element_once(1000, 128)
 expect_every_element_once(1000, 64, max_blocks=3)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(200):
-    threads = inputs.choice([1, 32, 64, 100, 128, 256, 512, 1024])
-    n = inputs.choice([0, 1, threads - 1, threads, threads + 1, inputs.randint(1, 10**6), inputs.randint(1, 2**45),
-                       (2**31 - 1) * threads + inputs.randint(1, 5000)])
-    expect_1d(max(n, 0), threads, inputs.choice([None, None, 1, 7, 1024]))
+def test_launch_1d(draw):
+    threads = draw.choice([1, 32, 64, 100, 128, 256, 512, 1024])
+    n = draw.choice([0, 1, threads - 1, threads, threads + 1, draw(1, 10**6), draw(1, 2**45),
+                     (2**31 - 1) * threads + draw(1, 5000)])
+    expect_1d(max(n, 0), threads, draw.choice([None, None, 1, 7, 1024]))
+
+
+def test_launch_2d(draw):
+    block = draw.choice([(16, 16), (32, 8), (8, 8), (32, 32), (1, 1), (64, 4)])
+    expect_2d(draw.choice([0, 1, draw(1, 500), 65535 * block[1]]), draw.choice([0, 1, draw(1, 5000)]), block)
+
+
+def test_every_element_once(draw):
+    threads = draw.choice([32, 64, 128])
+    expect_every_element_once(draw(1, 700), threads, draw.choice([None, 2, 5]))
+
+
+for_random_inputs(test_launch_1d, 200)
 for bad in [0, -5, 1025, 4096]:
     compare.assert_raises(ValueError, launch_1d, f"launch_1d(100, threads={bad})", 100, bad)
-for _ in range(100):
-    block = inputs.choice([(16, 16), (32, 8), (8, 8), (32, 32), (1, 1), (64, 4)])
-    expect_2d(inputs.choice([0, 1, inputs.randint(1, 500), 65535 * block[1]]), inputs.choice([0, 1, inputs.randint(1, 5000)]), block)
-for _ in range(3):
-    threads = inputs.choice([32, 64, 128])
-    expect_every_element_once(inputs.randint(1, 700), threads, inputs.choice([None, 2, 5]))
+for_random_inputs(test_launch_2d, 100)
+for_random_inputs(test_every_element_once, 3)
 rows, cols = inputs.randint(1, 40), inputs.randint(1, 40)
 geometry = launch_2d(rows, cols, (8, 8))
 count = torch.zeros(rows * cols, dtype=torch.int32, device=KERNEL_DEVICE)
@@ -1351,12 +1375,15 @@ expect_fill((33,), 12, torch.int64)
 expect_fill((20,), True, torch.bool)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(12):
-    dtype = inputs.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
-    value = {torch.int64: inputs.randint(-10**12, 10**12), torch.bool: inputs.choice([True, False])}.get(
-        dtype, inputs.choice([0.0, -2.5, 1e30, 3.0]))
-    n = inputs.choice([1, 255, 256, 257, 511, inputs.randint(1, 3000)])
+def test_fill(draw):
+    dtype = draw.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
+    value = {torch.int64: draw(-10**12, 10**12), torch.bool: draw.choice([True, False])}.get(
+        dtype, draw.choice([0.0, -2.5, 1e30, 3.0]))
+    n = draw.choice([1, 255, 256, 257, 511, draw(1, 3000)])
     expect_fill((n,), value, dtype)
+
+
+for_random_inputs(test_fill, 12)
 expect_fill((2, 0, 3), 1.0)
 e = from_torch(torch.zeros(5)).to(DEVICE)
 ones = dispatch("full_like", e, 1)
@@ -1451,10 +1478,10 @@ TORCH_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.
 UNARY = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "copy")
 
 
-def operands(op, shape, dtype, device=KERNEL_DEVICE):
-    """Random inputs on which torch's op is tame: positive for log and sqrt and pow's base, small for exp."""
-    a = inputs.randn(shape, dtype=dtype if dtype.is_floating_point else torch.float32) * 2
-    b = inputs.randn(shape, dtype=a.dtype) * 2
+def operands(op, shape, dtype, device=KERNEL_DEVICE, draw=inputs):
+    """Random inputs (from `draw`) on which torch's op is tame: positive for log and sqrt and pow's base, small for exp."""
+    a = draw.randn(shape, dtype=dtype if dtype.is_floating_point else torch.float32) * 2
+    b = draw.randn(shape, dtype=a.dtype) * 2
     if op in ("log", "sqrt", "pow"):
         a = a.abs() + 0.5
     if not dtype.is_floating_point:
@@ -1463,14 +1490,14 @@ def operands(op, shape, dtype, device=KERNEL_DEVICE):
             b = b.abs() % 4
     if op == "div":
         b = b + torch.where(b >= 0, 0.5, -0.5).to(b.dtype) if dtype.is_floating_point else b
-    if inputs.randint(0, 3) == 0 and op in ("eq", "ne", "le", "ge", "maximum"):
+    if draw.randint(0, 3) == 0 and op in ("eq", "ne", "le", "ge", "maximum"):
         b = a.clone()  # ties
     return a.to(device), b.to(device)
 
 
 def expect_map(launch, op, shape, dtype=torch.float32, layout=lambda t: t, layout_text="", max_blocks=MAX_BLOCKS,
-               out_dtype=None):
-    a, b = operands(op, shape, dtype)
+               out_dtype=None, draw=inputs):
+    a, b = operands(op, shape, dtype, draw=draw)
     a, b = layout(a), layout(b)
     if op == "copy":
         expected = a.to(out_dtype or dtype)
@@ -1520,16 +1547,23 @@ expect_map(launch_map, "mul", (1000,), max_blocks=1)   # one block: every thread
 expect_64_bit_indices([(0, 256, 0), (3, 256, 7), (2**23, 256, 5), (2**31 - 1, 1024, 1023)])
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(14):
-    op = inputs.choice(ARITH + COMPARE)
-    dtype = inputs.choice([torch.float32, torch.float32, torch.float64]
-                          + ([torch.int64] if op in ("add", "sub", "mul", "maximum", "neg", "abs", "relu", "pow")
-                             + COMPARE else []))
-    n = inputs.choice([1, 31, 256, 257, inputs.randint(1, 2000)])
-    expect_map(launch_map, op, (n,), dtype, max_blocks=inputs.choice([MAX_BLOCKS, 1, 2, 3]))
+def test_map(draw):
+    op = draw.choice(ARITH + COMPARE)
+    dtype = draw.choice([torch.float32, torch.float32, torch.float64]
+                        + ([torch.int64] if op in ("add", "sub", "mul", "maximum", "neg", "abs", "relu", "pow")
+                           + COMPARE else []))
+    n = draw.choice([1, 31, 256, 257, draw(1, 2000)])
+    expect_map(launch_map, op, (n,), dtype, max_blocks=draw.choice([MAX_BLOCKS, 1, 2, 3]), draw=draw)
+
+
+def test_64_bit_indices(draw):  # one example of six cases: they share one launch of the test kernel
+    expect_64_bit_indices([(draw(2**22, 2**31 - 1), draw.choice([128, 256, 1024]), draw(0, 127)) for _ in range(6)]
+                          + [(2**31 - 1, 1024, 1023), (2**22, 1024, 0), (5, 1, 0)])
+
+
+for_random_inputs(test_map, 14)
 expect_map(launch_map, "copy", (77,), torch.float32, out_dtype=torch.float64)
-expect_64_bit_indices([(inputs.randint(2**22, 2**31 - 1), inputs.choice([128, 256, 1024]), inputs.randint(0, 127))
-                       for _ in range(6)] + [(2**31 - 1, 1024, 1023), (2**22, 1024, 0), (5, 1, 0)])
+for_random_inputs(test_64_bit_indices, 1)
 if GPU and torch.cuda.mem_get_info()[0] > 20 * 2**30:  # for real: more elements than a 32-bit index reaches
     n = 2**31 + 1000
     a = torch.zeros(n, device="cuda")
@@ -1641,18 +1675,19 @@ def expect_offsets(sizes, strides, indices):
         compare.assert_equal(got, expected, f"offset_of({i}, {len(sizes)}, sizes {tuple(sizes)}, strides {tuple(strides)})")
 
 
-LAYOUTS = {
-    ".T": lambda t: t.mT if t.dim() >= 2 else t,
-    "[:, ::2]": lambda t: t.repeat_interleave(2, dim=-1)[..., ::2] if t.dim() else t,
-    ".expand": lambda t: t[:1].expand(t.shape) if t.dim() and t.shape[0] else t,
-    " (noncontiguous)": lambda t: inputs.noncontiguous(t),
+LAYOUTS = {  # (t, where a random layout comes from) -> t in that layout
+    ".T": lambda t, draw: t.mT if t.dim() >= 2 else t,
+    "[:, ::2]": lambda t, draw: t.repeat_interleave(2, dim=-1)[..., ::2] if t.dim() else t,
+    ".expand": lambda t, draw: t[:1].expand(t.shape) if t.dim() and t.shape[0] else t,
+    " (noncontiguous)": lambda t, draw: draw.noncontiguous(t),
 }
 
 
-def expect_strided(op, shape, dtype=torch.float32, layout=" (noncontiguous)", out_layout=None, max_blocks=MAX_BLOCKS):
-    a, b = operands(op, shape, dtype)
+def expect_strided(op, shape, dtype=torch.float32, layout=" (noncontiguous)", out_layout=None, max_blocks=MAX_BLOCKS,
+                   draw=inputs):
+    a, b = operands(op, shape, dtype, draw=draw)
     view = LAYOUTS[layout]
-    a, b = view(a), view(b)
+    a, b = view(a, draw), view(b, draw)
     args = (a,) if op in UNARY else (a, b)
     expected = a.clone() if op == "copy" else TORCH_OPS[op](*args)
     out, whole = poisoned(tuple(expected.shape), expected.dtype, margin=8)
@@ -1678,11 +1713,14 @@ expect_strided("add", (), layout=".T")
 expect_offsets((2, 3), (1, 2), [0, 1, 2, 3, 4, 5])
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(12):
-    op = inputs.choice(ARITH + COMPARE)
-    shape = inputs.shape(ndim=(0, 4), size=(1, 5), allow_zero=True)
-    dtype = inputs.choice([torch.float32, torch.float32, torch.float64])
-    expect_strided(op, shape, dtype, inputs.choice(list(LAYOUTS)), max_blocks=inputs.choice([MAX_BLOCKS, 1, 2]))
+def test_strided(draw):
+    op = draw.choice(ARITH + COMPARE)
+    shape = draw.shape(ndim=(0, 4), size=(1, 5), allow_zero=True)
+    dtype = draw.choice([torch.float32, torch.float32, torch.float64])
+    expect_strided(op, shape, dtype, draw.choice(list(LAYOUTS)), max_blocks=draw.choice([MAX_BLOCKS, 1, 2]), draw=draw)
+
+
+for_random_inputs(test_strided, 12)
 expect_strided("add", (9, 7), out_layout=".T", layout=" (noncontiguous)")
 expect_offsets((3, 2**20, 2**12), (2**40, 2**12, 1), [0, 2**31 + 5, 3 * 2**32 - 1, 2**33 + 2**20 + 7])
 expect_offsets((inputs.randint(1, 9), inputs.randint(1, 9), inputs.randint(1, 9)),
@@ -1859,30 +1897,30 @@ compare.assert_matches((y * 2 + 1).relu() - y.exp() / 3, ((x * 2 + 1).relu() - x
 compare.assert_matches(y.to(float64).to("cpu"), x.double(), f"y.to(float64) on {DEVICE}, back on the CPU")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-def broadcast_family(k):
-    full = inputs.shape(ndim=(0, 3), size=(1, 4), allow_zero=inputs.randint(0, 9) == 0)
+def broadcast_family(draw, k):
+    full = draw.shape(ndim=(0, 3), size=(1, 4), allow_zero=draw(0, 9) == 0)
     shapes = []
     for _ in range(k):
-        s = list(full[inputs.randint(0, len(full)):])
-        shapes.append(tuple(1 if inputs.randint(0, 2) == 0 else n for n in s))
+        s = list(full[draw(0, len(full)):])
+        shapes.append(tuple(1 if draw(0, 2) == 0 else n for n in s))
     return shapes
 
 
-def random_operand(shape):
-    dtype = inputs.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
-    t = inputs.randn(shape) * 3
+def random_operand(draw, shape):
+    dtype = draw.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
+    t = draw.randn(shape) * 3
     t = t.to(dtype) if dtype != torch.bool else t > 0
-    return inputs.noncontiguous(t)
+    return draw.noncontiguous(t)
 
 
-for _ in range(20):
-    op = inputs.choice(BINARY_OPS)
-    sa, sb = broadcast_family(2)
-    a, b = random_operand(sa), random_operand(sb)
-    if inputs.randint(0, 3) == 0:
-        b = inputs.choice([2, -1.5, 0.5, True])
-    elif inputs.randint(0, 5) == 0:
-        a, b = inputs.choice([2, 3.0]), b
+def test_binary(draw):
+    op = draw.choice(BINARY_OPS)
+    sa, sb = broadcast_family(draw, 2)
+    a, b = random_operand(draw, sa), random_operand(draw, sb)
+    if draw(0, 3) == 0:
+        b = draw.choice([2, -1.5, 0.5, True])
+    elif draw(0, 5) == 0:
+        a, b = draw.choice([2, 3.0]), b
     if op == "pow":
         if isinstance(a, torch.Tensor):
             a = (a.to(torch.int64) if a.dtype == torch.bool else a).abs() + 1
@@ -1891,18 +1929,24 @@ for _ in range(20):
         if isinstance(b, (int, float)) and not isinstance(b, bool):
             b = abs(b)
     if op == "maximum" and not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-        continue
+        return
     if op == "div" and isinstance(b, torch.Tensor):
         b = torch.where(b == 0, torch.ones_like(b), b) if b.dtype != torch.bool else b
     expect_backend(op, a, b)
-for _ in range(10):
-    op = inputs.choice(UNARY_OPS)
-    t = random_operand(inputs.shape(ndim=(0, 3), allow_zero=True))
+
+
+def test_unary(draw):
+    op = draw.choice(UNARY_OPS)
+    t = random_operand(draw, draw.shape(ndim=(0, 3), allow_zero=True))
     if op == "abs" and t.dtype == torch.bool:
         t = t.to(torch.int64)  # torch's CPU refuses abs of a bool tensor, its CUDA build returns it: graded neither way
     if op in ("log", "sqrt") and t.dtype != torch.bool:
         t = t.abs() + 1
     expect_backend(op, t)
+
+
+for_random_inputs(test_binary, 20)
+for_random_inputs(test_unary, 10)
 a = from_torch(torch.ones(3)).to(DEVICE)
 compare.assert_raises(RuntimeError, lambda: a + from_torch(torch.ones(3)), f"a tensor on {DEVICE} + a CPU tensor")
 y = from_torch(torch.randn(4, 3)).requires_grad_()
@@ -2079,10 +2123,10 @@ def launch_sum_rows(out: torch.Tensor, x: torch.Tensor, max_blocks: int = MAX_BL
 
 
 # %% tests="ex_sum_tree" points=3
-def expect_row_sums(launch, rows, cols, dtype=torch.float32, max_blocks=MAX_BLOCKS, scale=1.0):
+def expect_row_sums(launch, rows, cols, dtype=torch.float32, max_blocks=MAX_BLOCKS, scale=1.0, draw=inputs):
     """Row sums against torch's in float64, within the error bound of summing `cols` numbers in `dtype`:
     |error| <= cols * eps * sum |x| (the textbook bound of any summation order: a tolerance from the dtype)."""
-    x = (inputs.randn(rows, cols, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    x = (draw.randn(rows, cols, dtype=dtype) * scale).to(KERNEL_DEVICE)
     out, whole = poisoned((rows,), dtype, margin=4)
     what = (f"{launch.__name__}(out, x{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''}) where x: "
             f"{describe(x)} on {KERNEL_DEVICE}")
@@ -2100,10 +2144,13 @@ expect_row_sums(launch_sum_rows, 6, 513, max_blocks=2)      # blocks that sum se
 expect_row_sums(launch_sum_rows, 3, 100, torch.float64)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(6):
-    expect_row_sums(launch_sum_rows, inputs.randint(1, 9), inputs.choice([1, 255, 256, 257, inputs.randint(1, 1500)]),
-                    inputs.choice([torch.float32, torch.float64]), inputs.choice([MAX_BLOCKS, 1, 2, 3]),
-                    inputs.choice([1.0, 100.0]))
+def test_row_sums(draw):
+    expect_row_sums(launch_sum_rows, draw(1, 9), draw.choice([1, 255, 256, 257, draw(1, 1500)]),
+                    draw.choice([torch.float32, torch.float64]), draw.choice([MAX_BLOCKS, 1, 2, 3]),
+                    draw.choice([1.0, 100.0]), draw)
+
+
+for_random_inputs(test_row_sums, 6)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2256,32 +2303,38 @@ expect_row_sums(launch_sum_rows_warp, 6, 513, max_blocks=2)
 expect_row_sums(launch_sum_rows_warp, 3, 100, torch.float64)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(5):
-    expect_row_sums(launch_sum_rows_warp, inputs.randint(1, 9), inputs.choice([1, 31, 33, 256, 257, inputs.randint(1, 1500)]),
-                    inputs.choice([torch.float32, torch.float64]), inputs.choice([MAX_BLOCKS, 1, 2, 3]),
-                    inputs.choice([1.0, 100.0]))
+def test_warp_row_sums(draw):
+    expect_row_sums(launch_sum_rows_warp, draw(1, 9), draw.choice([1, 31, 33, 256, 257, draw(1, 1500)]),
+                    draw.choice([torch.float32, torch.float64]), draw.choice([MAX_BLOCKS, 1, 2, 3]),
+                    draw.choice([1.0, 100.0]), draw)
+
+
+def backend_sum(kind, draw):
+    t = draw.noncontiguous(draw.randn(draw.shape(ndim=(0, 3), size=(1, 6), allow_zero=True)))
+    n = t.dim()
+    dim = draw.choice([None, 0, -1, (0, -1)]) if n else None
+    keepdim = draw.choice([False, True])
+    if dim is not None and n < 2 and isinstance(dim, tuple):
+        dim = 0
+    what = f"x.sum({dim!r}, keepdim={keepdim}) with the {kind} kernel where x: {describe(t)} on {DEVICE}"
+    ours_t = on_device(t)
+    with launching(what):
+        got = ours_t.sum(dim, keepdim=keepdim) if dim is not None else ours_t.sum()
+    want = t.sum(dim, keepdim=keepdim) if dim is not None else t.sum()
+    bound = max(t.numel(), 1) * torch.finfo().eps * t.abs().sum().item()
+    compare.assert_matches(got, want.to(torch_device(DEVICE)), what, rtol=0, atol=bound + 1e-30)
+
+
 def expect_backend_sums(kind):
     """sum(dim, keepdim) of random layouts through the backend, with the `kind` kernel."""
     use_kernels(sum=kind)
     try:
-        for _ in range(4):
-            t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(0, 3), size=(1, 6), allow_zero=True)))
-            n = t.dim()
-            dim = inputs.choice([None, 0, -1, (0, -1)]) if n else None
-            keepdim = inputs.choice([False, True])
-            if dim is not None and n < 2 and isinstance(dim, tuple):
-                dim = 0
-            what = f"x.sum({dim!r}, keepdim={keepdim}) with the {kind} kernel where x: {describe(t)} on {DEVICE}"
-            ours_t = on_device(t)
-            with launching(what):
-                got = ours_t.sum(dim, keepdim=keepdim) if dim is not None else ours_t.sum()
-            want = t.sum(dim, keepdim=keepdim) if dim is not None else t.sum()
-            bound = max(t.numel(), 1) * torch.finfo().eps * t.abs().sum().item()
-            compare.assert_matches(got, want.to(torch_device(DEVICE)), what, rtol=0, atol=bound + 1e-30)
+        for_random_inputs(lambda draw: backend_sum(kind, draw), 4)
     finally:
         use_kernels(sum="tree")
 
 
+for_random_inputs(test_warp_row_sums, 5)
 for kind in ("tree", "warp"):
     expect_backend_sums(kind)
 ### END HIDDEN TESTS
@@ -2352,10 +2405,10 @@ MATMULS["naive"] = launch_matmul_naive
 torch.backends.cuda.matmul.allow_tf32 = False  # torch's GPU matmul in full float32, as yours
 
 
-def expect_matmul(launch, M, K, N, dtype=torch.float32, layout_a="", layout_b="", scale=1.0):
+def expect_matmul(launch, M, K, N, dtype=torch.float32, layout_a="", layout_b="", scale=1.0, draw=inputs):
     """c = a @ b against torch, within the bound of K-term dot products: K * eps * (|a| @ |b|)."""
-    a = (inputs.randn(M, K, dtype=dtype) * scale).to(KERNEL_DEVICE)
-    b = (inputs.randn(K, N, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    a = (draw.randn(M, K, dtype=dtype) * scale).to(KERNEL_DEVICE)
+    b = (draw.randn(K, N, dtype=dtype) * scale).to(KERNEL_DEVICE)
     if layout_a == ".T":
         a = a.T.contiguous().T
     elif layout_a == "[:, ::2]":
@@ -2381,11 +2434,9 @@ def expect_matmuls(launch):
 
 
 def expect_random_matmuls(launch, n=4, biggest=70):
-    for _ in range(n):
-        expect_matmul(launch, inputs.randint(1, biggest), inputs.randint(0, biggest), inputs.randint(1, biggest),
-                      inputs.choice([torch.float32, torch.float32, torch.float64]),
-                      inputs.choice(["", ".T", "[:, ::2]"]), inputs.choice(["", ".T", "[::2]"]),
-                      inputs.choice([1.0, 10.0]))
+    for_random_inputs(lambda draw: expect_matmul(
+        launch, draw(1, biggest), draw(0, biggest), draw(1, biggest), draw.choice([torch.float32, torch.float32, torch.float64]),
+        draw.choice(["", ".T", "[:, ::2]"]), draw.choice(["", ".T", "[::2]"]), draw.choice([1.0, 10.0]), draw), n)
 
 
 expect_matmuls(launch_matmul_naive)
@@ -2472,11 +2523,9 @@ __global__ void matmul_tiled(T* c, const T* a, const T* b, long long M, long lon
 def launch_matmul_tiled(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """c = a @ b for 2-D a (M, K) and b (K, N) in any layout, c contiguous (M, N), with matmul_tiled."""
     ### BEGIN SOLUTION
-    M, N = a.shape[0], b.shape[1]
-    if M == 0 or N == 0:
-        return
-    grid = ((N + 31) // 32, (M + 31) // 32)
-    MATMUL_TILED("matmul_tiled", C_TYPES[a.dtype])(grid, (32, 8), matmul_args(c, a, b))
+    geometry = launch_2d(a.shape[0], b.shape[1], (32, 32))  # its grid: one block per 32 x 32 tile of c
+    if geometry is not None:
+        MATMUL_TILED("matmul_tiled", C_TYPES[a.dtype])(geometry[0], (32, 8), matmul_args(c, a, b))
     ### END SOLUTION
 
 
@@ -2611,11 +2660,9 @@ __global__ void __launch_bounds__(256) matmul_blocked(T* c, const T* a, const T*
 def launch_matmul_blocked(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """c = a @ b for 2-D a (M, K) and b (K, N) in any layout, c contiguous (M, N), with matmul_blocked."""
     ### BEGIN SOLUTION
-    M, N = a.shape[0], b.shape[1]
-    if M == 0 or N == 0:
-        return
-    grid = ((N + 127) // 128, (M + 127) // 128)
-    MATMUL_BLOCKED("matmul_blocked", C_TYPES[a.dtype])(grid, (16, 16), matmul_args(c, a, b))
+    geometry = launch_2d(a.shape[0], b.shape[1], (128, 128))  # its grid: one block per 128 x 128 tile of c
+    if geometry is not None:
+        MATMUL_BLOCKED("matmul_blocked", C_TYPES[a.dtype])(geometry[0], (16, 16), matmul_args(c, a, b))
     ### END SOLUTION
 
 
@@ -2822,9 +2869,10 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
 
 
 # %% tests="ex_softmax" points=3
-def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, max_blocks=MAX_BLOCKS, shift=0.0):
+def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, max_blocks=MAX_BLOCKS, shift=0.0,
+                        draw=inputs):
     """Your rows against torch's, within the error of a sum of `cols` terms in `dtype` (and a few ulps of exp)."""
-    x = (inputs.randn(rows, cols, dtype=dtype) * scale + shift).to(KERNEL_DEVICE)
+    x = (draw.randn(rows, cols, dtype=dtype) * scale + shift).to(KERNEL_DEVICE)
     out, whole = poisoned((rows, cols), dtype, margin=8)
     what = (f"launch_softmax(out, x{', log=True' if log else ''}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
             f" where x: {describe(x)}{f' times {scale}' if scale != 1 else ''}{f' plus {shift}' if shift else ''}"
@@ -2848,17 +2896,22 @@ compare.assert_matches(softmax(on_device(x), 1), torch.softmax(x, 1).to(torch_de
                        f"softmax(x, 1) on {DEVICE} where x: {describe(x)}", rtol=1e-5, atol=1e-6)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-for _ in range(6):
-    expect_softmax_rows(inputs.randint(1, 8), inputs.choice([1, 2, 255, 256, 257, inputs.randint(1, 700)]),
-                        inputs.choice([torch.float32, torch.float64]), inputs.choice([False, True]),
-                        inputs.choice([1.0, 10.0, 80.0]), inputs.choice([MAX_BLOCKS, 1, 3]))
-for dtype in (torch.float32, torch.float64):  # rows whose values are all far below 0 (or far above)
-    for log in (False, True):
-        expect_softmax_rows(inputs.randint(1, 4), inputs.choice([1, 7, 300]), dtype, log, shift=-1000.0)
-    expect_softmax_rows(2, inputs.choice([3, 260]), dtype, inputs.choice([False, True]), shift=1000.0)
-for _ in range(3):  # through the backend, backward included
-    t = inputs.noncontiguous(inputs.randn(inputs.shape(ndim=(1, 3), size=(1, 6))) * 3)
-    dim, log = inputs.randint(-t.dim(), t.dim() - 1), inputs.choice([False, True])
+def test_softmax_rows(draw):
+    expect_softmax_rows(draw(1, 8), draw.choice([1, 2, 255, 256, 257, draw(1, 700)]),
+                        draw.choice([torch.float32, torch.float64]), draw.choice([False, True]),
+                        draw.choice([1.0, 10.0, 80.0]), draw.choice([MAX_BLOCKS, 1, 3]), draw=draw)
+
+
+def test_far_from_zero(draw):  # rows whose values are all far below 0 (or far above), in every dtype and direction
+    for dtype in (torch.float32, torch.float64):
+        for log in (False, True):
+            expect_softmax_rows(draw(1, 4), draw.choice([1, 7, 300]), dtype, log, shift=-1000.0, draw=draw)
+        expect_softmax_rows(2, draw.choice([3, 260]), dtype, draw.choice([False, True]), shift=1000.0, draw=draw)
+
+
+def test_backend_softmax(draw):  # through the backend, backward included
+    t = draw.noncontiguous(draw.randn(draw.shape(ndim=(1, 3), size=(1, 6))) * 3)
+    dim, log = draw(-t.dim(), t.dim() - 1), draw.choice([False, True])
     what = f"softmax(x, {dim}, log={log}) on {DEVICE} where x: {describe(t)}, then backward(g)"
     leaf = on_device(t).requires_grad_()
     theirs = t.clone().to(torch_device(DEVICE)).requires_grad_()
@@ -2866,11 +2919,16 @@ for _ in range(3):  # through the backend, backward included
         out = softmax(leaf, dim, log)
     want = (torch.log_softmax if log else torch.softmax)(theirs, dim)
     compare.assert_matches(out, want.detach(), what, rtol=1e-5, atol=1e-5)
-    g = inputs.randn(t.shape).to(torch_device(DEVICE))
+    g = draw.randn(t.shape).to(torch_device(DEVICE))
     with launching(what):
         out.backward(on_device(g))
     want.backward(g)
     compare.assert_matches(leaf.grad, theirs.grad, what + ": the gradient", rtol=1e-4, atol=1e-5)
+
+
+for_random_inputs(test_softmax_rows, 6)
+for_random_inputs(test_far_from_zero, 1)
+for_random_inputs(test_backend_softmax, 3)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3326,6 +3384,8 @@ with no_grad():
                          "kernel_of_call('add', y, x) under no_grad() is chapter 01's")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
+import itertools
+
 # Scratch keys above every real one, declared once (a cell may run twice): one plain, one that falls through,
 # one with a fallback, twice.
 SCRATCH = {}
@@ -3340,24 +3400,26 @@ ALL_KEYS = {**REAL_KEYS, **SCRATCH}
 
 # Key sets of random calls against torch's; scratch keys as backends and autograd.
 DEVICES_HERE = ["cpu", "emu", "emu:0"] + (["cuda:0"] if GPU else [])
-for trial in range(60):
-    n = inputs.randint(0, 3)
-    devices = [inputs.choice(DEVICES_HERE) for _ in range(n)]
-    if len({d.split(":")[0] for d in devices}) > 1 and inputs.randint(0, 1):
+
+
+def test_key_sets(draw):
+    n = draw(0, 3)
+    devices = [draw.choice(DEVICES_HERE) for _ in range(n)]
+    if len({d.split(":")[0] for d in devices}) > 1 and draw(0, 1):
         devices = devices[:1] * n
-    grads = [inputs.randint(0, 2) == 0 for _ in range(n)]
-    grad_enabled = inputs.randint(0, 2) > 0
-    extra = [inputs.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(inputs.randint(0, 2))]
+    grads = [draw(0, 2) == 0 for _ in range(n)]
+    grad_enabled = draw(0, 2) > 0
+    extra = [draw.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(draw(0, 2))]
     pool = list(ALL_KEYS.values())
-    included = [k for k in pool if inputs.randint(0, 4) == 0]
-    excluded = [k for k in pool if inputs.randint(0, 4) == 0]
-    if trial % 3 == 0:  # scratch keys in place of the backends and of Autograd
+    included = [k for k in pool if draw(0, 4) == 0]
+    excluded = [k for k in pool if draw(0, 4) == 0]
+    if draw.coin(3):  # scratch keys in place of the backends and of Autograd
         free = list(range(10, 16))
-        picked = [SCRATCH[f"Scratch{free.pop(inputs.randint(0, len(free) - 1))}"] for _ in range(3)]
+        picked = [SCRATCH[f"Scratch{free.pop(draw(0, len(free) - 1))}"] for _ in range(3)]
         backend_keys = {"cpu": picked[0], "cuda": picked[1], "emu": picked[1]}
         expect_key_set(devices, grads, extra, grad_enabled, included, excluded, backend_keys, picked[2], ALL_KEYS)
     else:
-        if not grad_enabled and inputs.randint(0, 1):
+        if not grad_enabled and draw(0, 1):
             excluded.append(DispatchKey.Autograd)  # what no_grad() does in picotorch
         args = expect_key_set(devices, grads, extra, grad_enabled, included, excluded, named=ALL_KEYS)
         if not any(k.priority >= 10 for k in included):  # chapter 01's key_set, on this thread, agrees
@@ -3367,25 +3429,35 @@ for trial in range(60):
             mine = dispatch_key_set(tuple(args), sum(k.bit for k in set(included)),
                                     sum(k.bit for k in set(guard_excluded)), grad_enabled)
             compare.assert_equal(names_of(mine, ALL_KEYS), names_of(theirs, ALL_KEYS),
-                                 f"dispatch_key_set and chapter 01's key_set for the same call (trial {trial})")
+                                 "dispatch_key_set and chapter 01's key_set for the same call")
+
 
 # The kernel choice against chapter 01's dispatcher, on random registrations of a fresh operator.
-for trial in range(80):
-    op = f"scratch_op_{trial}_{inputs.randint(0, 10 ** 6)}"
+SCRATCH_OPS = itertools.count()  # fresh: a replay of a failing input registers its own, not on top of another's
+
+
+def test_kernel_choice(draw):
+    op = f"scratch_op_{next(SCRATCH_OPS)}"
     pool = list(ALL_KEYS.values())
-    with_kernel = [k for k in pool if inputs.randint(0, 2) == 0]
-    register_key_kernel(op)(tagged("no key"))  # the operator's row, with no kernel yet
-    for key in with_kernel:
-        register_key_kernel(op, key)(tagged(key.name))
-    keys = 0 if trial % 10 == 0 else sum(k.bit for k in pool if inputs.randint(0, 1))
-    ran = None
+    with_kernel = [k for k in pool if draw(0, 2) == 0]
     try:
-        ran = ("ran", OPS[op].kernel_for(keys)("a", 1))
-    except NotImplementedError as e:
-        ran = ("error", next(k.name for k in pool if f"'{k.name}'" in str(e)))
-    expect_choice(op, keys, dict(OPS[op].kernels), fallthrough_keys(), dict(FALLBACKS), ran, ALL_KEYS,
-                  f"{op} (chapter 01's dispatcher: {ran[0]} {ran[1] if ran[0] == 'error' else ran[1][0]})")
-    del OPS[op]
+        register_key_kernel(op)(tagged("no key"))  # the operator's row, with no kernel yet
+        for key in with_kernel:
+            register_key_kernel(op, key)(tagged(key.name))
+        keys = 0 if draw.coin(10) else sum(k.bit for k in pool if draw(0, 1))
+        ran = None
+        try:
+            ran = ("ran", OPS[op].kernel_for(keys)("a", 1))
+        except NotImplementedError as e:
+            ran = ("error", next(k.name for k in pool if f"'{k.name}'" in str(e)))
+        expect_choice(op, keys, dict(OPS[op].kernels), fallthrough_keys(), dict(FALLBACKS), ran, ALL_KEYS,
+                      f"{op} (chapter 01's dispatcher: {ran[0]} {ran[1] if ran[0] == 'error' else ran[1][0]})")
+    finally:
+        OPS.pop(op, None)
+
+
+for_random_inputs(test_key_sets, 60)
+for_random_inputs(test_kernel_choice, 80)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3443,7 +3515,8 @@ MODE_STACK = []  # the active modes, innermost last
 # logs the name of every aten operator it sees, and `torch_log_of(program,
 # args)`, which runs a program under it.
 
-# %%
+# %% reference=true
+# Part of picotorch, not only of these tests: the course's own tests of the dispatcher compare with it too.
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -3510,11 +3583,11 @@ def same_ops(ours, theirs, what):
                                        f"those a TorchDispatchMode saw ({theirs})")
 
 
-def expect_same_log(program, shapes, what, device="cpu", grad=True, backward_log=False):
+def expect_same_log(program, shapes, what, device="cpu", grad=True, backward_log=False, draw=inputs):
     """program(*tensors) under your mode and under a TorchDispatchMode: the same operators forward (and, with
     backward_log, backward: for programs whose backward formulas torch and picotorch write alike), the same
     results and gradients."""
-    values = [inputs.randn(shape, dtype=torch.float64).to(torch_device(device)) for shape in shapes]
+    values = [draw.randn(shape, dtype=torch.float64).to(torch_device(device)) for shape in shapes]
     theirs_in = [v.clone().requires_grad_(grad) for v in values]
     ours_in = [wrap_torch(v.clone(), device).requires_grad_(grad) for v in values]
     out_theirs, torch_ops = torch_log_of(program, theirs_in)
@@ -3564,22 +3637,27 @@ UNARY = [("exp", lambda a: a.exp()), ("tanh", lambda a: a.tanh()), ("neg", lambd
          ("relu", lambda a: a.relu())]
 BINARY = [("+", lambda a, b: a + b), ("*", lambda a, b: a * b), ("-", lambda a, b: a - b),
           ("/", lambda a, b: a / (b * b + 1))]
-for trial in range(12):
-    n, m = inputs.randint(1, 5), inputs.randint(1, 5)
+
+
+def test_programs(draw):
+    n, m = draw(1, 5), draw(1, 5)
     program, text = (lambda a, b: a), "x"  # composed without a loop: torch's mode is on while it runs
-    for _ in range(inputs.randint(1, 4)):
-        if inputs.randint(0, 1):
-            name, f = inputs.choice(UNARY)
+    for _ in range(draw(1, 4)):
+        if draw(0, 1):
+            name, f = draw.choice(UNARY)
             program = (lambda g, f: lambda a, b: f(g(a, b)))(program, f)
             text = f"{name}({text})"
         else:
-            name, f = inputs.choice(BINARY)
+            name, f = draw.choice(BINARY)
             program = (lambda g, f: lambda a, b: f(g(a, b), b))(program, f)
             text = f"({text} {name} y)"
     program = (lambda g: lambda a, b: g(a, b).sum())(program)
 
     expect_same_log(program, [(n, m), (n, m)], f"{text}.sum() for x, y of shape {(n, m)}",
-                    grad=bool(inputs.randint(0, 1)))
+                    grad=bool(draw(0, 1)), draw=draw)
+
+
+for_random_inputs(test_programs, 12)
 expect_same_log(lambda a, b: (a @ b).exp().sum(), [(2, 3), (3, 5)], "(a @ b).exp().sum()", backward_log=True)
 expect_same_log(lambda a, b: (a @ b).relu().sum(), [(2, 3), (3, 5)], "(a @ b).relu().sum()")
 expect_same_log(lambda a: (a * 2 - 1).sum(1).sum(), [(4, 3)], f"(x * 2 - 1).sum(1).sum() on {DEVICE}", device=DEVICE)

@@ -111,12 +111,19 @@ class NLLLossFunction(Function):
         return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
+    def sample_weights(ctx, grad: Tensor) -> np.ndarray:
+        """The backward of reduce_losses, from what forward saved in ctx: the gradient of each sample's loss (N,),
+        in NumPy, given grad, that of the reduced loss. CrossEntropy's backward needs the same."""
         g = grad.numpy()
         weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
         if ctx.reduction == "mean":
             weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
-        out = np.zeros((len(ctx.labels), ctx.shape[-1]), g.dtype)
+        return weight
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        weight = NLLLossFunction.sample_weights(ctx, grad)
+        out = np.zeros((len(ctx.labels), ctx.shape[-1]), weight.dtype)
         out[np.arange(len(ctx.labels)), ctx.labels] = -weight
         return from_numpy(out.reshape(ctx.shape)), None, None, None
 
@@ -134,10 +141,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        g = grad.numpy()
-        weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
-        if ctx.reduction == "mean":
-            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
+        weight = NLLLossFunction.sample_weights(ctx, grad)
         out = np.exp(ctx.log_probs)
         out[np.arange(len(ctx.labels)), ctx.labels] -= 1
         out *= weight[:, None]
