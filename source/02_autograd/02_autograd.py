@@ -509,19 +509,7 @@ def gradient_edge(t: Tensor) -> tuple:
 
 
 # %% tests="ex_leaves" points=2
-def describe(t) -> str:
-    """'float32 (2, 3) stride (1, 2) offset 0' for a torch tensor, 'a number 2.5' for a number."""
-    if not isinstance(t, torch.Tensor):
-        return f"the number {t!r}"
-    return (f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)} stride {t.stride()}"
-            + (f" offset {t.storage_offset()}" if t.storage_offset() else ""))
-
-
-def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy of t's whole storage, viewed with t's exact shape, strides and offset."""
-    n = t.untyped_storage().nbytes() // t.element_size()
-    flat = t.detach().as_strided((n,), (1,), 0).clone()
-    return flat.as_strided(t.shape, t.stride(), t.storage_offset())
+from course.testing import describe, same_layout_copy
 
 
 def expect_attributes(ours, theirs, what):

@@ -66,7 +66,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
-from course.testing import for_random_inputs
+from course.testing import describe, for_random_inputs, same_layout_copy
 
 check = Checker("04_training")
 
@@ -99,15 +99,7 @@ from picotorch import (Function, Linear, Module, ReLU, Sequential, Tensor, enabl
 # %%
 def ours(t: torch.Tensor, requires_grad: bool = False) -> Tensor:
     """Your leaf tensor holding a copy of torch's t, with its exact shape, strides and offset."""
-    n = t.untyped_storage().nbytes() // t.element_size()
-    flat = t.detach().as_strided((n,), (1,), 0).clone()
-    return from_torch(flat.as_strided(t.shape, t.stride(), t.storage_offset())).requires_grad_(requires_grad)
-
-
-def describe(t: torch.Tensor) -> str:
-    """'float32 (3, 4)', with ' non-contiguous' when it is."""
-    return (f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)}"
-            + ("" if t.is_contiguous() else " non-contiguous"))
+    return from_torch(same_layout_copy(t)).requires_grad_(requires_grad)
 
 
 def expect_close(got, want: float, what: str, exact: float | None = None) -> None:

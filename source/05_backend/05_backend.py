@@ -73,7 +73,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
-from course.testing import for_random_inputs
+from course.testing import describe, for_random_inputs, same_layout_copy
 
 check = Checker("05_backend")
 
@@ -828,12 +828,6 @@ DEVICE = "cuda" if GPU else "emu"                 # the device of this chapter's
 print(f"picotorch tests run on '{DEVICE}'" + ("" if GPU else " (no GPU here: the CUDA backend runs on the emulator)"))
 
 
-def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy of t's whole storage, viewed with t's exact shape, strides and offset (on t's device)."""
-    n = t.untyped_storage().nbytes() // t.element_size()
-    return t.detach().as_strided((n,), (1,), 0).clone().as_strided(t.shape, t.stride(), t.storage_offset())
-
-
 def on_device(t: torch.Tensor, device=DEVICE) -> Tensor:
     """A picotorch tensor on `device` with t's values and t's exact layout (over a copy of t's memory)."""
     copy = same_layout_copy(t.to(torch_device(device)))
@@ -844,15 +838,6 @@ def device_text(device) -> str:
     """How a tensor made on `device` names its device: "cuda" is "cuda:0" (the current GPU), as in torch."""
     d = Device(device)
     return str(torch_device(d)) if d.type == "cuda" else str(d)
-
-
-def describe(t) -> str:
-    if not isinstance(t, torch.Tensor):
-        return f"the number {t!r}"
-    text = f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)}"
-    if t.dim() and not t.is_contiguous():
-        text += f" stride {t.stride()}"
-    return text
 
 
 def expect_moved(got, t: torch.Tensor, device, what):
@@ -1897,13 +1882,7 @@ compare.assert_matches((y * 2 + 1).relu() - y.exp() / 3, ((x * 2 + 1).relu() - x
 compare.assert_matches(y.to(float64).to("cpu"), x.double(), f"y.to(float64) on {DEVICE}, back on the CPU")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-def broadcast_family(draw, k):
-    full = draw.shape(ndim=(0, 3), size=(1, 4), allow_zero=draw(0, 9) == 0)
-    shapes = []
-    for _ in range(k):
-        s = list(full[draw(0, len(full)):])
-        shapes.append(tuple(1 if draw(0, 2) == 0 else n for n in s))
-    return shapes
+from course.testing import broadcast_family
 
 
 def random_operand(draw, shape):
