@@ -105,7 +105,6 @@ assert __name__ == "__warmup__" or len(attempts) == 5
 '''
 
 
-
 def answer_cell(text: str, exercise: str) -> str:
     """The code of `exercise`'s solution cell in the chapter `text`, as a student hands it in (no solution markers)."""
     cell = text.split(f'# %% solution="{exercise}"\n', 1)[1].split("\n# %%", 1)[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from course.cuda.errors import Diagnostic
+from course.cuda.signature import strip_comments
 
 __all__ = ["nvrtc_lacks", "LACKED_NAMES"]
 
@@ -42,21 +43,15 @@ LACKED_NAMES: dict[str, str] = {
     **{n: "limits.h" for n in _LIMITS.split()}, **{n: "stdint.h" for n in _STDINT.split()},
 }
 
-# Comments and literals hold no code: blank them, keeping every newline so that lines still count.
-_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<([^>\n]+)>", re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
 # `cuda::std::` (CUDA's own library, on cupy's include path) is not the C++ library NVRTC lacks
 _WORD = re.compile(r"(?<!::)\bstd\s*::\s*\w+|\b[A-Za-z_]\w*\b")
 
 
-def _code_only(source: str) -> str:
-    return _NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
-
-
 def nvrtc_lacks(source: str) -> list[Diagnostic]:
     """One error per line that uses a header, name or std:: member NVRTC does not have."""
-    code = _code_only(source)
+    code = strip_comments(source)   # comments and strings hold no code; lines keep their numbers
     lines = source.splitlines()
     found: list[Diagnostic] = []
 
