@@ -46,13 +46,14 @@ def _draw(getrandbits, uniform, op, args):
     return low + r
 
 
-def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _drawn=[0]):  # noqa: B006
+def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _drawn=[0],  # noqa: B006
+         _repeating=[False]):  # noqa: B006
     """The stream's answer: the grading sandbox's when it answers (it fills the box), else ours.
 
-    `_drawn[0]` counts the draws from this module's own stream since it was last (re)seeded. It lives only
-    in this default, not in a module-level table: the grader's integrity check holds every table of the
-    course's modules to its contents when grading began, and this count changes whenever a notebook draws
-    or reseeds outside the sandbox's stream."""
+    `_drawn[0]` counts the draws from this module's own stream since it was last (re)seeded, and
+    `_repeating[0]` says whether a seed sweep is rerunning test cells (`repeating()`). They live only in
+    these defaults, not in a module-level table: the grader's integrity check holds every table of the
+    course's modules to its contents when grading began, and both change outside the sandbox's stream."""
     box: list = []
     _audit("course.inputs", op, args, box)
     if box:
@@ -61,6 +62,10 @@ def _ask(op: str, args: tuple, _audit=sys.audit, _local=_rng, _draw=_draw, _draw
         return _seed
     if op == "drawn":
         return _drawn[0]
+    if op == "repeating":
+        if args:
+            _repeating[0] = bool(args[0])
+        return _repeating[0]
     if op == "reseed":
         _drawn[0] = 0
         return None  # outside grading: reseed() reseeds this module's own stream
@@ -80,6 +85,19 @@ def reseed(new_seed: int) -> None:
     _ask("reseed", (new_seed,))  # the grading sandbox reseeds its own stream (outside a test) or refuses
     _seed = new_seed
     _rng.seed(new_seed)
+
+
+def repeating() -> bool:
+    """Whether the test cells are running again, on another seed, after a run that checked everything: a
+    seed sweep (the project's tests/seed_sweep.py) says so, so that a check with fixed inputs, whose verdict
+    no seed can change, runs once (`course.testing.with_fixed_inputs`). False while a notebook is graded:
+    the grading sandbox answers, and nothing a student writes changes its answer."""
+    return bool(_ask("repeating", ()))
+
+
+def set_repeating(flag: bool) -> None:
+    """For a seed sweep: from now on (flag true), the test cells run again on other seeds."""
+    _ask("repeating", (int(bool(flag)),))
 
 
 def drawn() -> int:

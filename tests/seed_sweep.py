@@ -35,11 +35,30 @@ def _watch_the_stream() -> list[bool]:
     asked = [False]
 
     def hook(event, args):
-        if event == "course.inputs" and args[0] not in ("drawn", "reseed"):
+        if event == "course.inputs" and args[0] not in ("drawn", "reseed", "repeating"):
             asked[0] = True
 
     sys.addaudithook(hook)
     return asked
+
+
+def _rerun(cells: list[str], random_cells: dict[int, str], seeds: list[int], namespace: dict, asked: list[bool]):
+    """[[seed, exercise, exception name, message]]: the test cells run again under each seed."""
+    from course import inputs
+
+    failures = []
+    for seed in seeds:
+        for index, exercise in sorted(random_cells.items()):
+            inputs.reseed(seed)
+            error = _run(cells[index], index, namespace)
+            if error:
+                failures.append([seed, exercise, *error])
+            if not asked[0]:
+                # it neither drew from the stream nor read its seed: another seed cannot change what it does
+                # (its fixed inputs were checked on this seed), so the other seeds skip it
+                del random_cells[index]
+            asked[0] = False
+    return failures
 
 
 def sweep(cells: list[str], test_cells: dict[int, str], seeds: list[int]) -> dict:
@@ -54,20 +73,11 @@ def sweep(cells: list[str], test_cells: dict[int, str], seeds: list[int]) -> dic
     # chapter 02's time here). Objects a test makes are still collected as before.
     gc.collect()
     gc.freeze()
-    asked = _watch_the_stream()
-    failures = []
-    random_cells = dict(test_cells)
-    for seed in seeds:
-        for index, exercise in sorted(random_cells.items()):
-            inputs.reseed(seed)
-            error = _run(cells[index], index, namespace)
-            if error:
-                failures.append([seed, exercise, *error])
-            if not asked[0]:
-                # it neither drew from the stream nor read its seed: another seed cannot change what it does
-                # (its fixed inputs were checked on this seed), so the other seeds skip it
-                del random_cells[index]
-            asked[0] = False
+    inputs.set_repeating(True)  # the checks with fixed inputs ran above; no seed changes their verdict
+    try:
+        failures = _rerun(cells, dict(test_cells), seeds, namespace, _watch_the_stream())
+    finally:
+        inputs.set_repeating(False)
     return {"setup": setup, "failures": failures}
 
 

@@ -44,6 +44,7 @@ CHAPTER_TEXT = '''# ---
 import torch
 import numpy as np
 from course import compare
+from course.testing import with_fixed_inputs
 
 # %% solution="ex_double"
 def double(x):
@@ -59,7 +60,7 @@ print("visible tests passed")
 for n in range(1, 4):
     x = torch.randn(n, dtype=torch.float64)
     compare.assert_matches(double(x), x * 2, f"double of a tensor of shape ({n},)")
-torch.testing.assert_close(double(torch.ones(2)), torch.full((2,), 2.0))
+with_fixed_inputs(lambda: torch.testing.assert_close(double(torch.ones(2)), torch.full((2,), 2.0)))
 ### END HIDDEN TESTS
 
 # %% solution="ex_half"
@@ -476,6 +477,23 @@ def test_tampering_does_not_raise_a_score(course, cheat):
     points, result = grade(course, "cheat-" + cheat.replace(" ", "-").replace("'", ""), cheat=CHEATS[cheat])
     assert points["ex_double"] == 0, (cheat, result.verdicts, result.notes)
     assert points["ex_half"] == 1, (cheat, points, result.notes)  # later exercises are graded as usual
+
+
+# wrong on the one input that only a check with fixed inputs tries: float32 ones of shape (2,)
+WRONG_ON_ONES = ("def double(x):\n    return x * 3 if x.dtype == torch.float32 and x.numel() == 2 else x * 2\n")
+
+
+SKIP_FIXED = {"plain": "", "say-a-sweep-repeats": "import course.inputs\ncourse.inputs.set_repeating(True)",
+              "set-the-flag-itself": "import course.inputs\ncourse.inputs._ask('repeating', (1,))\n"
+                                     "course.inputs._ask.__defaults__[-1][0] = True"}
+
+
+@pytest.mark.parametrize("name", list(SKIP_FIXED))
+def test_a_check_with_fixed_inputs_always_runs_while_graded(course, name):
+    """A seed sweep may skip checks with fixed inputs when it repeats; no notebook can make the grader skip them."""
+    points, result = grade(course, "fixed-" + name, cheat=SKIP_FIXED[name] or None, double=WRONG_ON_ONES)
+    assert points["ex_double"] == 0, (name, result.verdicts, result.notes)
+    assert status(result, "ex_double").status == "failed", result.verdicts
 
 
 def test_the_check_between_statements_calls_no_builtin_the_student_replaced(course):

@@ -88,3 +88,15 @@ def test_the_sweep_runs_a_test_that_draws_nothing_once_and_one_that_draws_on_eve
     # every cell runs once as the notebook's first run, then each test cell under the first seed
     result = run_sweep(cells, {1: "ex_fixed", 2: "ex_drawn"}, [0, 1, 2, 3])
     assert [f[:2] for f in result["failures"]] == [[3, "ex_drawn"]], result
+
+
+def test_a_check_with_fixed_inputs_runs_on_the_first_run_only():
+    from seed_sweep import sweep as run_sweep
+
+    cells = ["from course import inputs\nfrom course.testing import with_fixed_inputs\nruns = []",
+             "with_fixed_inputs(runs.append, 1)\nassert len(runs) <= 1, 'a check with fixed inputs ran again'\n"
+             "inputs.randint(0, 9)"]
+    result = run_sweep(cells, {1: "ex_fixed"}, [0, 1, 2])
+    assert result == {"setup": [], "failures": []}, result
+    from course import inputs
+    assert not inputs.repeating(), "the sweep leaves the stream as it found it"

@@ -7,7 +7,7 @@ import torch
 
 from course import inputs
 from course.testing import (Draws, Op, broadcast_family, chain_text, describe, for_random_inputs, leaf_copy,
-                            random_layout, random_op, same_call, same_layout_copy, same_outcome)
+                            random_layout, random_op, same_call, same_layout_copy, same_outcome, with_fixed_inputs)
 
 
 def test_a_failing_input_is_shrunk_to_the_simplest_one_that_fails():
@@ -36,6 +36,28 @@ def test_a_seed_replays_the_same_inputs():
 
     assert drawn(11) == drawn(11)
     assert drawn(11) != drawn(12)
+
+
+def test_a_check_with_fixed_inputs_runs_except_when_a_seed_sweep_repeats_and_may_not_draw():
+    runs = []
+    assert with_fixed_inputs(lambda n: runs.append(n) or n, 3) == 3 and runs == [3]
+    inputs.set_repeating(True)
+    try:
+        assert inputs.repeating()
+        assert with_fixed_inputs(runs.append, 4) is None and runs == [3], "a repeated sweep runs it again"
+    finally:
+        inputs.set_repeating(False)
+    assert not inputs.repeating()
+    with_fixed_inputs(runs.append, 5)
+    assert runs == [3, 5]
+    with pytest.raises(RuntimeError, match="drew random inputs"):
+        with_fixed_inputs(lambda: inputs.randint(0, 9))
+    with pytest.raises(AssertionError, match="wrong"):  # its own failure comes through as it is
+        with_fixed_inputs(lambda: compare_fail("wrong"))
+
+
+def compare_fail(message):
+    raise AssertionError(message)
 
 
 def test_early_examples_are_small_and_later_ones_reach_the_whole_range():

@@ -487,6 +487,9 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         op, params, box = args
         if type_(op) is not str_type or not all_(type_(p) is int_type for p in params):
             return
+        if op == "repeating":  # never a seed sweep here: every check runs, whatever a notebook asks
+            box.append(False)
+            return
         if testing[0] and op != "seed" and op != "drawn":  # reading the seed or the count draws nothing
             busy[0] = True
             try:

@@ -23,7 +23,7 @@ import torch
 
 from course import inputs
 
-__all__ = ["Draws", "for_random_inputs"]
+__all__ = ["Draws", "for_random_inputs", "with_fixed_inputs"]
 
 
 class Draws:
@@ -116,6 +116,21 @@ def for_random_inputs(test=None, examples: int = 100, *, shrink_seconds: float =
         except AssertionError as error:
             raise _with_replay_hint(_simplest_failure(test, draws.made, error, shrink_seconds)) from None
     return None
+
+
+def with_fixed_inputs(check, *args, **kwargs):
+    """check(*args, **kwargs), a check whose inputs are fixed (a 100,000-step chain, one named edge case):
+    its verdict is the same on every seed, so when a seed sweep reruns the test cells on other seeds
+    (`course.inputs.repeating()`) it is not run again. It must draw nothing: a RuntimeError says so if it
+    does, since a check that draws belongs in `for_random_inputs`."""
+    if inputs.repeating():
+        return None
+    before = inputs.drawn()
+    result = check(*args, **kwargs)
+    if inputs.drawn() != before:
+        raise RuntimeError(f"{getattr(check, '__name__', check)} drew random inputs: it is not a check with fixed "
+                           "inputs (run it with for_random_inputs instead of with_fixed_inputs)")
+    return result
 
 
 def _with_replay_hint(error: AssertionError) -> AssertionError:
