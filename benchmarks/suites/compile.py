@@ -1,0 +1,290 @@
+"""Chapter 06's compiler against eager picotorch and against torch (suite `compile`).
+
+    python benchmarks/run.py compile [--quick] [--json FILE]
+
+Cases (issue 20):
+
+- A chain of 8 elementwise ops on 2**20 float32 elements (2**17 with --quick),
+  `sigmoid(relu(tanh((exp(x * y + 1) * 0.5)) - y))`, the same code on both sides. On the CUDA emulator:
+  picotorch's graph after `fuse_elementwise` (one generated kernel) against eager picotorch (one chapter 05
+  kernel per op, and a `fill` for each Python number it makes a tensor of). Beside the times, what the
+  emulator counted for each: launches and global memory loads and stores, in bytes. Those counts include
+  the index metadata (sizes and strides) that each thread reads to find its element, which a GPU keeps in
+  its caches; the tensors' own share is 8 bytes loaded and 4 stored per element for the fused kernel.
+  On a GPU (where torch sees one and cupy is installed) the same chain on `cuda` tensors, at 2**20 and 2**24
+  elements: the fused kernel, eager picotorch and `torch.compile` (inductor), each against torch eager.
+- One training step of an MLP 64-128-10 on a batch of 64 (forward, a log-softmax cross-entropy written
+  with the chapters' operations, backward; the SGD update eager, under no_grad, on every side): picotorch's
+  `compile_function` (with the chapter's passes) against eager picotorch, and against torch eager.
+
+Results are checked, not only timed: every output of the chain is compared with torch eager on the same
+inputs (`torch.testing.assert_close`, tolerances of float32), and the MLP's first losses of each side with
+torch's (`same_losses_*` fields).
+
+picotorch is the course's reference implementation, generated from source/ into a temporary folder (never a
+stale build). Each case, and each side of the MLP step, runs in a fresh process on one thread (torch's
+intra-op pool and NumPy's BLAS get one core each), as the other suites do; the chain's sides share one
+process, as they share the captured graph and the inputs they are checked on. The emulator's times say what
+fusion saves there (launches and trips through memory), not what it saves on a GPU.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = "compile"
+MLP_SIZES = (64, 64, 128, 10)     # batch, inputs, hidden, classes
+LEARNING_RATE = 0.1
+MLP_SIDES = ("picotorch eager", "picotorch compiled", "torch eager")
+
+
+def available() -> str | None:
+    from benchmarks.run import torch_and_numpy_missing
+    from course.cuda.status import emulator_available, gpu_available
+
+    missing = torch_and_numpy_missing()
+    if missing:
+        return missing
+    if not emulator_available() and not gpu_available():
+        return "neither the CUDA emulator's g++ nor a GPU with cupy is here: fused kernels cannot run"
+    return None
+
+
+# ------------------------------------------------------------------ the programs, one code for both frameworks
+
+
+CHAIN_OPS = 8
+
+
+def chain(a, b):
+    """8 elementwise ops: what Inductor would make one kernel of (picotorch and torch tensors alike)."""
+    h = a * b
+    h = h + 1.0
+    h = h.exp()
+    h = h * 0.5
+    h = h.tanh()
+    h = h - b
+    h = h.relu()
+    return h.sigmoid()
+
+
+def mlp_gradients(params, x, onehot):
+    """The loss of one batch and the gradient of each parameter. No max-shift before exp: `max(dim)` returns a
+    pair, which would break picotorch's graph; the logits of this small model stay far from overflow."""
+    w1, b1, w2, b2 = params
+    for p in params:
+        p.grad = None
+    h = (x @ w1.T + b1).relu()
+    logits = h @ w2.T + b2
+    log_probs = logits - logits.exp().sum(1, keepdim=True).log()
+    loss = -(onehot * log_probs).sum() / x.shape[0]
+    loss.backward()
+    return (loss, *(p.grad for p in params))
+
+
+def sgd_update(params, grads, no_grad) -> None:
+    """Outside the compiled function: a captured in-place update made under no_grad would be replayed with
+    grad mode on, where autograd refuses in-place changes of a parameter."""
+    with no_grad():
+        for p, g in zip(params, grads):
+            p.sub_(g * LEARNING_RATE)
+
+
+# ------------------------------------------------------------------ measurements (in the child process)
+
+
+def timer_for(device: str):
+    """Seconds per call: CUDA events on a GPU (benchmarks/suites/gpu.py), else the best of a few rounds (the
+    calls that checked the results came first, so kernels are compiled and caches warm)."""
+    from benchmarks.run import best_of
+    from benchmarks.suites.gpu import gpu_time
+    return gpu_time if device == "cuda" else best_of
+
+
+def agrees(ours, expected) -> bool:
+    """ours == expected within the tolerances torch.testing.assert_close takes for their dtype."""
+    import torch
+    try:
+        torch.testing.assert_close(ours, expected)
+    except AssertionError:
+        return False
+    return True
+
+
+def measure_chain(pt, n: int, device: str, repeat: int, compile_backend: str | None) -> dict:
+    """The chain on `n` elements of picotorch's `device` ("emu": the emulator; "cuda"): the fused graph and eager
+    picotorch, each compared with torch eager; with a `compile_backend`, torch eager and torch.compile timed too
+    (on the emulator that runs their code paths for the tests: their times mean nothing there)."""
+    import torch
+
+    torch_device = "cuda" if device == "cuda" else "cpu"
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(n, generator=generator).to(torch_device)
+    y = torch.randn(n, generator=generator).to(torch_device)
+    a, b = pt.wrap_torch(x, device), pt.wrap_torch(y, device)
+    expected = chain(x, y)
+    graph = pt.capture(chain, a, b)
+    fused = pt.fuse_elementwise(graph)
+    run_eager = lambda: chain(a, b)  # noqa: E731
+    run_fused = lambda: pt.run_graph(fused, a, b)  # noqa: E731
+    result = {"n": n, "device": device, "captured_ops": graph.op_counts(), "fused_ops": fused.op_counts(),
+              "fused_equals_torch": agrees(run_fused().to_torch(), expected),
+              "eager_equals_torch": agrees(run_eager().to_torch(), expected)}
+
+    timed, number = timer_for(device), (10 if device == "cuda" else 1)
+    result.update(fused_s=timed(run_fused, repeat=repeat, number=number),
+                  eager_s=timed(run_eager, repeat=repeat, number=number),
+                  # the captured graph, replayed op by op, launches what eager picotorch launches
+                  fused=pt.memory_traffic(fused, a, b), eager=pt.memory_traffic(graph, a, b))
+    if compile_backend is not None:
+        compiled = torch.compile(chain, backend=compile_backend)
+        result.update(compile_backend=compile_backend, compile_equals_torch=agrees(compiled(x, y), expected),
+                      torch_eager_s=timed(lambda: chain(x, y), repeat=repeat, number=number),
+                      torch_compile_s=timed(lambda: compiled(x, y), repeat=repeat, number=number))
+    return result
+
+
+def measure_mlp(pt, side: str, repeat: int, number: int) -> dict:
+    """One side of the MLP step (one of MLP_SIDES): seconds per step (best of `repeat` rounds of `number` steps)
+    and the losses of its first three steps from the shared initial weights."""
+    import torch
+
+    from benchmarks.run import best_of
+
+    batch, inputs, hidden, classes = MLP_SIZES
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, inputs, generator=generator)
+    onehot = torch.nn.functional.one_hot(torch.randint(0, classes, (batch,), generator=generator), classes).float()
+    weights = [torch.randn(hidden, inputs, generator=generator) * inputs ** -0.5, torch.zeros(hidden),
+               torch.randn(classes, hidden, generator=generator) * hidden ** -0.5, torch.zeros(classes)]
+    if side == "torch eager":
+        params = [w.clone().requires_grad_() for w in weights]
+        no_grad, loss_value = torch.no_grad, lambda t: t.item()
+    else:
+        params = [pt.from_torch(w.clone()).requires_grad_() for w in weights]
+        x, onehot = pt.from_torch(x), pt.from_torch(onehot)
+        no_grad, loss_value = pt.no_grad, lambda t: t.to_torch().item()
+    gradients = lambda x, onehot: mlp_gradients(params, x, onehot)  # noqa: E731
+    if side == "picotorch compiled":
+        # fuse_elementwise finds nothing here: its kernels are for the emu and cuda devices, not the CPU
+        gradients = pt.compile_function(gradients, passes=(pt.eliminate_dead_code, pt.eliminate_common_subexpressions,
+                                                           pt.fold_constants, pt.fuse_elementwise))
+
+    def step():
+        loss, *grads = gradients(x, onehot)
+        sgd_update(params, grads, no_grad)
+        return loss
+
+    losses = [loss_value(step()) for _ in range(3)]  # compiled: the first step captures, the next two replay
+    result = {"side": side, "seconds": best_of(step, repeat, number), "losses": losses}
+    if side == "picotorch compiled":
+        result.update(recompiles=gradients.recompiles, graphs=len(gradients.graphs),
+                      graph_ops=sum(gradients.graphs[0].op_counts().values()))
+    return result
+
+
+# ------------------------------------------------------------------ records (in the runner's process)
+
+
+def chain_records(m: dict) -> list[dict]:
+    from benchmarks.run import record
+
+    where = "GPU" if m["device"] == "cuda" else "emulator"
+    size = f"2^{m['n'].bit_length() - 1}" if m["n"] & (m["n"] - 1) == 0 else str(m["n"])
+    label = f"chain of {CHAIN_OPS} elementwise ops, {size} float32, {where}"
+    fused, eager = m["fused"], m["eager"]
+    fields = {"fused_equals_torch": m["fused_equals_torch"], "eager_equals_torch": m["eager_equals_torch"],
+              "fused_launches": fused["launches"], "unfused_launches": eager["launches"]}
+    if m["device"] != "cuda":  # the emulator counts memory accesses; a GPU does not
+        fields.update(fused_load_bytes=fused["global_load_bytes"], unfused_load_bytes=eager["global_load_bytes"],
+                      fused_store_bytes=fused["global_store_bytes"], unfused_store_bytes=eager["global_store_bytes"])
+    records = [record(SUITE, f"{label}: fused vs unfused", m["fused_s"], "eager picotorch (unfused)", m["eager_s"],
+                      **fields)]
+    if "torch_eager_s" in m:
+        baseline = "torch eager" + ("" if m["device"] == "cuda" else " (CPU: the emulator's times say nothing)")
+        records += [record(SUITE, f"{label}: fused kernel", m["fused_s"], baseline, m["torch_eager_s"]),
+                    record(SUITE, f"{label}: eager picotorch", m["eager_s"], baseline, m["torch_eager_s"]),
+                    record(SUITE, f"{label}: torch.compile ({m['compile_backend']})", m["torch_compile_s"], baseline,
+                           m["torch_eager_s"], compile_equals_torch=m["compile_equals_torch"])]
+    return records
+
+
+def same_losses(ours: list, theirs: list) -> bool:
+    """Losses (of float32 computations) equal within the tolerances assert_close takes for float32."""
+    import torch
+    return agrees(torch.tensor(ours, dtype=torch.float32), torch.tensor(theirs, dtype=torch.float32))
+
+
+def mlp_records(sides: dict) -> list[dict]:
+    from benchmarks.run import record
+
+    eager, compiled, torch_side = (sides[s] for s in MLP_SIDES)
+    batch, inputs, hidden, classes = MLP_SIZES
+    label = f"MLP step, batch {batch}, {inputs}-{hidden}-{classes}, CPU 1 thread"
+    fields = {"graphs": compiled["graphs"], "graph_ops": compiled["graph_ops"], "recompiles": compiled["recompiles"],
+              "same_losses_compiled_eager": same_losses(compiled["losses"], eager["losses"]),
+              "same_losses_compiled_torch": same_losses(compiled["losses"], torch_side["losses"])}
+    return [record(SUITE, f"{label}: compiled vs eager", compiled["seconds"], "eager picotorch", eager["seconds"],
+                   torch_eager_s=round(torch_side["seconds"], 6), **fields),
+            record(SUITE, f"{label}: compiled vs torch", compiled["seconds"], "torch eager", torch_side["seconds"],
+                   eager_vs_torch=round(eager["seconds"] / torch_side["seconds"], 2))]
+
+
+# ------------------------------------------------------------------ the runner's side: fresh processes
+
+
+def _measure(reference: Path, *argv: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(reference), str(REPO)]))
+    done = subprocess.run([sys.executable, "-m", "benchmarks.suites.compile", *argv], capture_output=True, text=True,
+                          env=env, cwd=reference, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"compile suite, {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool = False) -> list[dict]:
+    from benchmarks.run import write_reference
+    from course.cuda.status import emulator_available, gpu_available
+
+    records = []
+    with tempfile.TemporaryDirectory(prefix="picotorch-") as tmp:
+        reference = write_reference(Path(tmp))
+        if emulator_available():  # eager picotorch takes ~1 s per 2^18 elements there: --quick stays well in a minute
+            n, repeat = (2**17, 2) if quick else (2**20, 3)
+            records += chain_records(_measure(reference, "chain", "emu", str(n), str(repeat), "none"))
+        if gpu_available():
+            for n in (2**20,) if quick else (2**20, 2**24):
+                records += chain_records(_measure(reference, "chain", "cuda", str(n), "5", "inductor"))
+        repeat, steps = (3, 10) if quick else (7, 50)
+        records += mlp_records({side: _measure(reference, "mlp", side, str(repeat), str(steps)) for side in MLP_SIDES})
+    return records
+
+
+def child(pt, argv: list[str]) -> dict:
+    """One measurement, named as the runner names it: chain DEVICE N REPEAT BACKEND|none, or mlp SIDE REPEAT STEPS."""
+    if argv[0] == "chain":
+        _, device, n, repeat, backend = argv
+        return measure_chain(pt, int(n), device, int(repeat), None if backend == "none" else backend)
+    _, side, repeat, steps = argv
+    return measure_mlp(pt, side, int(repeat), int(steps))
+
+
+def main(argv: list[str]) -> None:
+    """The fresh process: one measurement on one thread, printed as one line of JSON."""
+    import torch
+
+    torch.set_num_threads(1)
+    needs_picotorch = argv[:2] != ["mlp", "torch eager"]  # (its import takes seconds)
+    pt = importlib.import_module("picotorch") if needs_picotorch else None
+    print(json.dumps(child(pt, argv)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
