@@ -1,10 +1,9 @@
 """The devices a test runs on: the CPU always, CUDA when a GPU is really there."""
 from __future__ import annotations
 
-import torch
-
 
 def cuda_available() -> bool:
+    import torch  # here, not at the top: `import course` (every grader, CLI and worker process) needs no torch
     return torch.cuda.is_available()
 
 
