@@ -1,0 +1,76 @@
+"""Correct answers to chapter 06 written differently from the course's solution.
+
+ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/test_alternative_solutions.py.
+"""
+from __future__ import annotations
+
+from solution_text import rewrite, solution
+
+
+def _rewrite(exercise: str, *replacements: tuple[str, str]) -> str:
+    return rewrite(solution("06_compile", exercise), *replacements, what="alternative")
+
+
+ALTERNATIVES = {
+    "recursion and dictionaries where the solution loops": {
+        "ex_dce": _rewrite("ex_dce", ("""    live = set()
+    for node in reversed(graph.nodes):
+        if node.op in (OUTPUT, PLACEHOLDER) or node.op in SIDE_EFFECTS or node.name in live:
+            live.add(node.name)
+            live.update(n.name for n in node.inputs())
+""", """    by_name = {n.name: n for n in graph.nodes}
+    live = set()
+
+    def mark(name):
+        if name not in live:
+            live.add(name)
+            for n in by_name[name].inputs():
+                mark(n.name)
+
+    for node in graph.nodes:
+        if node.op in (OUTPUT, PLACEHOLDER) or node.op in SIDE_EFFECTS:
+            mark(node.name)
+""")),
+        "ex_compile": _rewrite("ex_compile", ("""    guards = []
+    for a in args:
+        if isinstance(a, Tensor):
+            guards.append(("tensor", tuple(a.shape), a.dtype.name, str(a.device), a.requires_grad))
+        else:
+            guards.append(("value", type(a).__name__, a))
+    guards.append(("grad_mode", GradMode.enabled))
+    return tuple(guards)""", """    return (GradMode.enabled,) + tuple(
+        (a.shape, a.dtype, a.device, a.requires_grad) if isinstance(a, Tensor) else (type(a), a) for a in args)""")),
+        "ex_fuse": _rewrite("ex_fuse", ("""    shape, strides = tuple(shape), tuple(strides)
+    lead = len(out_shape) - len(shape)
+    result = []
+    for d, size in enumerate(out_shape):
+        k = d - lead
+        if k < 0 or (shape[k] == 1 and size != 1):
+            result.append(0)
+        else:
+            result.append(strides[k])
+    return tuple(result)""", """    padded = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    steps = (0,) * (len(out_shape) - len(shape)) + tuple(strides)
+    return tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(padded, out_shape, steps))"""),
+                            ('''            "        long long rest = i, o_out = 0;"]''',
+                             '''            "        long long rest = i; long long o_out = 0;"]''')),
+    },
+    "placeholders paired with the inputs up front; a CSE key of the whole argument tuple": {
+        "ex_run": _rewrite("ex_run", ("""    values = {}
+    inputs = iter(tensors)
+    for node in graph.nodes:
+        if node.op == PLACEHOLDER:
+            values[node.name] = next(inputs)
+        elif node.op == CONSTANT:""", """    placeholders = [node for node in graph.nodes if node.op == PLACEHOLDER]
+    values = {node.name: t for node, t in zip(placeholders, tensors)}
+    for node in graph.nodes:
+        if node.op == PLACEHOLDER:
+            continue
+        if node.op == CONSTANT:""")),
+        "ex_cse": _rewrite("ex_cse", ("key = (node.op, tuple(argument_key(a, replaced) for a in node.args), kwargs)",
+                                      "key = (node.op, argument_key(node.args, replaced), kwargs)")),
+    },
+    "the fused kernel walks the dims from the first (another order of the elements, each still once)": {
+        "ex_fuse": _rewrite("ex_fuse", ("for (int d = ndim - 1; d >= 0; --d) {", "for (int d = 0; d < ndim; ++d) {")),
+    },
+}
