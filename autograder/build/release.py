@@ -40,8 +40,7 @@ def _release_files(chapter: Chapter, notebook_text: str, support: dict[str, byte
         for rel, data in support.items():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             (src / rel).write_bytes(data)
-        from autograder.grade.gradebook import stamp_in_process
-        stamp_in_process()  # the throwaway gradebook's alembic stamp without the `alembic` command (4 s a chapter)
+        nbgrader_env.stamp_in_process()  # the throwaway gradebook's alembic stamp without the `alembic` command (4 s a chapter)
         with nbgrader_env.quiet():
             result = nbgrader_env.api(root).generate_assignment(chapter.id)
         nbgrader_env.check(result, f"generate_assignment {chapter.id}")

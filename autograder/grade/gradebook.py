@@ -83,35 +83,8 @@ def check(db_url: str, timeout_s: int = 10) -> None:
 
 
 COURSE_ID = "default_course"  # nbgrader's Gradebook default
+stamp_in_process = nbgrader_env.stamp_in_process  # where it lives: the build uses it too
 
-
-def stamp_in_process() -> None:
-    """nbgrader stamps each new gradebook with the head of its alembic migrations, which it finds by
-    running the `alembic heads` command: a fresh interpreter importing alembic and nbgrader's
-    migrations, about 3 s for every gradebook made (each grader's throwaway one, the class's). The
-    same head, read once per process with alembic's own Python API from nbgrader's migration
-    folder; where that does not give exactly one head, nbgrader's command runs as before."""
-    import nbgrader.api
-    if getattr(nbgrader.api.get_alembic_version, "in_process", False):
-        return
-    command = nbgrader.api.get_alembic_version
-    head: list[str] = []
-
-    def get_alembic_version() -> str:
-        if not head:
-            try:
-                from alembic.config import Config
-                from alembic.script import ScriptDirectory
-                from nbgrader.dbutil import ALEMBIC_DIR
-                config = Config()
-                config.set_main_option("script_location", ALEMBIC_DIR)
-                heads = ScriptDirectory.from_config(config).get_heads()
-                head.append(heads[0] if len(heads) == 1 else command())
-            except Exception:  # noqa: BLE001  (whatever alembic's API did: the command, as nbgrader does)
-                head.append(command())
-        return head[0]
-    get_alembic_version.in_process = True
-    nbgrader.api.get_alembic_version = get_alembic_version
 
 # pg_advisory_lock's key for "a run is writing this gradebook": any constant the course alone uses.
 _LOCK_KEY = 0x636F75727365  # "course"
