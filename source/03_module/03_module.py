@@ -1233,6 +1233,8 @@ expect_state_dict(pair, keep_vars=True)
 state = {key: torch.randn(value.shape) for key, value in pair.theirs.state_dict().items()}
 expect_load(pair, state, True, "m0.load_state_dict(a torch state dict)")
 expect_load(pair, {k: v for k, v in state.items() if k != "fc.mean"}, True, "m0.load_state_dict(without 'fc.mean')")
+expect_load(pair, {k: v for k, v in state.items() if k != "fc.mean"}, False,
+            "m0.load_state_dict(without 'fc.mean', strict=False)")
 expect_load(pair, {**state, "fc.nothing": torch.ones(1)}, False, "m0.load_state_dict(with 'fc.nothing', strict=False)")
 expect_load(pair, {**state, "w": torch.ones(2, 3)}, True, "m0.load_state_dict('w' of shape (2, 3))")
 print("visible tests passed")
