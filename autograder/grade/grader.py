@@ -231,7 +231,7 @@ class Grader:
         if self.allow_native:  # the CUDA emulator runs one OS thread per CUDA thread, up to 1024 per block
             limits = replace(limits, processes=max(limits.processes, NATIVE_CODE_PROCESSES))
         self.sandbox = Sandbox(preload=_imports(trusted), limits=limits, allow_native=self.allow_native,
-                               warmup=code, warmup_files=self.support)
+                               warmup=code, warmup_files=self.support, staging=workdir / ".sandbox-in")
         self._run: dict | None = None
         # For tests: {grade_id or cell index: [moment, ...]} makes the supervisor kill the kernel at that
         # moment of the n-th time the cell is sent ("before_send", "after_send", "after_reply"; None: no

@@ -117,14 +117,20 @@ class Sandbox:
     """A warm supervisor in bwrap, restarted when it stops answering."""
 
     def __init__(self, preload: list[str] | None = None, limits: Limits | None = None, allow_native: bool = False,
-                 warmup: list[str] | None = None, warmup_files: dict[str, Path] | None = None):
+                 warmup: list[str] | None = None, warmup_files: dict[str, Path] | None = None,
+                 staging: Path | None = None):
         self.preload = preload or []
         self.warmup = warmup or []
         self.warmup_files = warmup_files or {}
         self.limits = limits or Limits()
         self.allow_native = allow_native
         self.root_mode = os.geteuid() == 0
-        self.staging = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+        # what the sandbox reads (/grading/in). Given a folder in its owner's working folder, it goes when that
+        # folder goes, even when the owner is killed before it can clean up (a Dask worker killed mid-grading)
+        if staging is None:
+            staging = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+        staging.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.staging = staging
         self.proc: subprocess.Popen | None = None
         self.uid: int | None = None
         self.jobs = 0
