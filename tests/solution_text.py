@@ -12,10 +12,10 @@ SOURCE = Path(__file__).resolve().parents[1] / "source"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
-@functools.cache
-def _solution_cells(chapter: str) -> dict[str, str]:
-    """{exercise: its solution cell's code}, read by the build's own parser of the text form."""
-    nb = notebook_from_text(SOURCE / chapter / f"{chapter}.py", chapter)
+def solution_cells(text_form: Path, chapter: str) -> dict[str, str]:
+    """{exercise: its solution cell's code, solution markers removed} of the text form at `text_form`, read
+    by the build's own parser (a test's own chapter as well as the course's)."""
+    nb = notebook_from_text(text_form, chapter)
     cells = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -23,6 +23,11 @@ def _solution_cells(chapter: str) -> dict[str, str]:
             code = "\n".join(line for line in cell.source.splitlines() if line.strip() not in _MARKERS)
             cells[meta["grade_id"]] = code.strip("\n") + "\n"
     return cells
+
+
+@functools.cache
+def _solution_cells(chapter: str) -> dict[str, str]:
+    return solution_cells(SOURCE / chapter / f"{chapter}.py", chapter)
 
 
 def solution(chapter: str, exercise: str) -> str:

@@ -37,9 +37,8 @@ def repo(tmp_path_factory):
 def released(chapter, course: Path):
     """`chapter`'s release notebook, as nbgrader's generate_assignment writes it into the course folder `course`."""
     from autograder import nbgrader_env
-    from autograder.grade.gradebook import stamp_in_process
     from autograder.grade.grader import prepare_course
-    stamp_in_process()  # the gradebook's alembic stamp without the `alembic` command (3 s)
+    nbgrader_env.stamp_in_process()  # the gradebook's alembic stamp without the `alembic` command (3 s)
     prepare_course(chapter, course)
     with nbgrader_env.quiet():
         nbgrader_env.check(nbgrader_env.api(course).generate_assignment(chapter.id), "generate_assignment")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grade.grader import Grader
+from solution_text import solution_cells
 from test_grading_sandbox import answer, make_chapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kernel_cache")]
@@ -105,20 +106,17 @@ assert __name__ == "__warmup__" or len(attempts) == 5
 '''
 
 
-def answer_cell(text: str, exercise: str) -> str:
-    """The code of `exercise`'s solution cell in the chapter `text`, as a student hands it in (no solution markers)."""
-    cell = text.split(f'# %% solution="{exercise}"\n', 1)[1].split("\n# %%", 1)[0]
-    return "".join(line for line in cell.splitlines(keepends=True) if "### BEGIN SOLUTION" not in line
-                   and "### END SOLUTION" not in line)
-
-
 REFERENCE_SCALE = """    int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = a * x[i];"""
-# The reference's answer with a kernel of the student's own: not the reference's, so only the first
-# submission compiles it.
-OWN = answer_cell(TEXT, "ex_scale").replace(
-    REFERENCE_SCALE, "    // my own way of writing it\n    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * a;")
-assert REFERENCE_SCALE not in OWN and "my own way" in OWN
+
+
+def own_scale(chapter) -> str:
+    """The reference's answer to ex_scale with a kernel of the student's own: not the reference's, so only
+    the first submission compiles it."""
+    mine = "    // my own way of writing it\n    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * a;"
+    own = solution_cells(chapter.text_form, chapter.id)["ex_scale"].replace(REFERENCE_SCALE, mine)
+    assert REFERENCE_SCALE not in own and "my own way" in own, own
+    return own
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +136,7 @@ def test_given_kernels_come_from_the_shared_cache_and_a_repeated_own_kernel_is_c
     g, chapter = grader
     import nbformat
     nb = nbformat.read(g.root / "release" / chapter.id / chapter.notebook.name, 4)
-    mine = answer(answer(nb, "ex_scale", OWN), "ex_where", "def where_built():\n"
+    mine = answer(answer(nb, "ex_scale", own_scale(chapter)), "ex_where", "def where_built():\n"
                                                         "    return str(scale_kernel.module.emulator_build().path)\n")
     path = tmp_path / "a.ipynb"
     nbformat.write(mine, path)

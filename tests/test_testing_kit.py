@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from course import inputs
-from course.testing import (Draws, Op, broadcast_family, chain_text, describe, for_random_inputs, leaf_copy,
-                            random_layout, random_op, same_call, same_layout_copy, same_outcome, with_fixed_inputs)
+from course.testing import (Draws, Op, broadcast_family, chain_text, describe, fail, for_random_inputs, leaf_copy,
+                            matmul_operand, matmul_shapes, random_layout, random_op, same_call, same_layout_copy,
+                            same_outcome, with_fixed_inputs)
 
 
 def test_a_failing_input_is_shrunk_to_the_simplest_one_that_fails():
@@ -52,12 +53,8 @@ def test_a_check_with_fixed_inputs_runs_except_when_a_seed_sweep_repeats_and_may
     assert runs == [3, 5]
     with pytest.raises(RuntimeError, match="drew random inputs"):
         with_fixed_inputs(lambda: inputs.randint(0, 9))
-    with pytest.raises(AssertionError, match="wrong"):  # its own failure comes through as it is
-        with_fixed_inputs(lambda: compare_fail("wrong"))
-
-
-def compare_fail(message):
-    raise AssertionError(message)
+    with pytest.raises(AssertionError, match="a fixed check: wrong"):  # its own failure comes through as it is
+        with_fixed_inputs(lambda: fail("a fixed check", "wrong"))
 
 
 def test_early_examples_are_small_and_later_ones_reach_the_whole_range():
@@ -103,6 +100,28 @@ def test_layouts_are_what_they_say():
 
     for_random_inputs(test, examples=200)
     assert kinds == {"non-contiguous", "contiguous", "size 0", "not empty"}
+
+
+def test_matmul_shapes_multiply_and_operands_come_in_every_layout():
+    inputs.reseed(4)
+    seen = set()
+
+    def test(draw):
+        a, b = matmul_shapes(draw)
+        seen.update({f"{len(a)}-dim a", f"{len(b)}-dim b"})
+        x, y = matmul_operand(draw, a, torch.float64), matmul_operand(draw, b, torch.int64)
+        assert (tuple(x.shape), x.dtype, tuple(y.shape), y.dtype) == (a, torch.float64, b, torch.int64)
+        torch.matmul(x, y.double())  # raises if the shapes do not multiply
+        if 0 in x.stride() and x.numel():
+            seen.add("stride 0")
+        elif x.dim() >= 2 and x.stride()[-2:] == (1, x.shape[-2]) and x.shape[-2] > 1 and x.shape[-1] > 1:
+            seen.add("column-major")
+        elif not x.is_contiguous():
+            seen.add("non-contiguous")
+
+    for_random_inputs(test, examples=300)
+    assert seen == {f"{n}-dim {side}" for n in range(1, 5) for side in "ab"} | {"stride 0", "column-major",
+                                                                                "non-contiguous"}, seen
 
 
 def test_random_ops_apply_to_torch_and_print_as_their_code():

@@ -83,7 +83,6 @@ def check(db_url: str, timeout_s: int = 10) -> None:
 
 
 COURSE_ID = "default_course"  # nbgrader's Gradebook default
-stamp_in_process = nbgrader_env.stamp_in_process  # where it lives: the build uses it too
 
 
 # pg_advisory_lock's key for "a run is writing this gradebook": any constant the course alone uses.
@@ -139,7 +138,7 @@ def _record(chapter: Chapter, db_url: str, results: list) -> None:
     from nbgrader.api import Gradebook
     from autograder.grade.grader import prepare_course
 
-    stamp_in_process()
+    nbgrader_env.stamp_in_process()
     with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
         prepare_course(chapter, Path(tmp))  # the assignment's cells, as generate_assignment records them
         # The course the assignment belongs to: nbgrader's default course_id ('') has no row in the course

@@ -212,8 +212,7 @@ class Grader:
         self.root = workdir
         prepare_course(chapter, workdir)
         self.source_nb = read_notebook(chapter.notebook)
-        from autograder.grade.gradebook import stamp_in_process
-        stamp_in_process()  # its throwaway gradebook's alembic stamp, without a command per grader
+        nbgrader_env.stamp_in_process()  # its throwaway gradebook's alembic stamp, without a command per grader
         self.api = nbgrader_env.api(workdir, db_url, **{"Autograde.autograde_preprocessors": _preprocessors()})
         with nbgrader_env.quiet():
             result = self.api.generate_assignment(chapter.id)

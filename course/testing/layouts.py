@@ -9,7 +9,8 @@ import torch
 
 from course.testing.views import LAYOUT_OPS, random_op
 
-__all__ = ["random_shape", "random_layout", "broadcast_family", "same_layout_copy", "leaf_copy"]
+__all__ = ["random_shape", "random_layout", "broadcast_family", "matmul_shapes", "matmul_operand", "same_layout_copy",
+           "leaf_copy"]
 
 
 def random_shape(draw, max_dims: int = 4, max_size: int = 4) -> tuple[int, ...]:
@@ -48,6 +49,37 @@ def broadcast_family(draw, k: int, allow_zero: bool | None = None) -> list[tuple
         tail = full[draw(0, len(full)):]
         shapes.append(tuple(1 if draw(0, 2) == 0 else n for n in tail))
     return shapes
+
+
+def matmul_shapes(draw) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shapes (a, b) that `a @ b` accepts: 1 to 4 dims each, m and n of 0 to 4, k of 1 to 4, and batch dims
+    that broadcast (the tails of one batch shape, each dim sometimes 1)."""
+    m, k, n = draw(0, 4), draw(1, 4), draw(0, 4)
+    rank_a, rank_b = draw(1, 4), draw(1, 4)
+    batch = [draw(1, 3) for _ in range(max(rank_a, rank_b) - 2)]
+
+    def shape(rank, matrix):
+        if rank == 1:
+            return (k,)
+        tail = batch[len(batch) - (rank - 2):]
+        return tuple(tail[i] if draw(0, 2) else 1 for i in range(rank - 2)) + matrix
+
+    a = shape(rank_a, (m, k))
+    return a, shape(rank_b, (k, n))
+
+
+def matmul_operand(draw, shape, dtype) -> torch.Tensor:
+    """Random values of `shape` and `dtype` in one of the layouts a matmul meets: contiguous, the last two
+    dims column-major, non-contiguous (transposed or stepped), or a batch dim of stride 0."""
+    t = draw.values(shape, dtype)
+    kind = draw(0, 3)
+    if kind == 1 and t.dim() >= 2:
+        t = t.mT.contiguous().mT
+    elif kind == 2:
+        t = draw.noncontiguous(t)
+    elif kind == 3 and t.dim() >= 3 and t.shape[0] > 1:
+        t = t[:1].expand(t.shape)
+    return t
 
 
 def same_layout_copy(t: torch.Tensor) -> torch.Tensor:

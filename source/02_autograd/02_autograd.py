@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
-from course.testing import Draws, for_random_inputs, with_fixed_inputs
+from course.testing import for_random_inputs, with_fixed_inputs
 
 check = Checker("02_autograd")
 
@@ -1537,11 +1537,11 @@ def tame(f, args, limit=1e4) -> bool:
     return all(bool(torch.isfinite(v).all()) and (v.numel() == 0 or v.abs().max() < limit) for v in values)
 
 
-def expect_op(f, args, what, requires_grad=None, gradient=None, draw=None):
+def expect_op(f, args, what, requires_grad=None, gradient=None, draw=inputs):
     """f(*args) on your tensors and on torch's: the same result, and after backward(g), the same .grad for
     every argument. args: torch tensors (any layout) or numbers; floating tensors require grad unless
     `requires_grad` (one bool per argument) says otherwise. g is `gradient`, or random: drawn by `draw` (a
-    test's, so that a failing input shrinks with it; fresh from the course's stream when None). Returns
+    test's, so that a failing input shrinks with it; the course's stream by default). Returns
     (yours, torch's) results."""
     requires_grad = requires_grad or [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
     pairs = [leaf_pair(a, r) if isinstance(a, torch.Tensor) else (a, a) for a, r in zip(args, requires_grad)]
@@ -1562,7 +1562,6 @@ def expect_op(f, args, what, requires_grad=None, gradient=None, draw=None):
     if theirs.grad_fn is not None:
         assert ours.grad_fn is not None, f"{what}: the result was not recorded (it has no grad_fn)"
     if gradient is None:
-        draw = Draws() if draw is None else draw
         gradient = draw.noncontiguous(draw.randn(theirs.shape, dtype=theirs.dtype))
     try:
         ours.backward(from_torch(same_layout_copy(gradient)))
@@ -2297,26 +2296,11 @@ expect_op(lambda a: a @ a, [m[:3]], "a @ a")
 expect_op(lambda a, b: a @ b, [m.T, torch.randn(4, 2, generator=g)], "a @ b", requires_grad=[False, True])
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-def matmul_operand(draw, shape, dtype):
-    t = draw.randn(shape, dtype=dtype)
-    kind = draw(0, 3)
-    if kind == 1 and t.dim() >= 2:
-        t = t.mT.contiguous().mT
-    elif kind == 2:
-        t = draw.noncontiguous(t)
-    elif kind == 3 and t.dim() >= 3 and t.shape[0] > 1:
-        t = t[:1].expand(t.shape)  # a batch dim of stride 0
-    return t
+from course.testing import matmul_operand, matmul_shapes
 
 
 def test_matmul(draw):
-    m, k, n = draw(0, 4), draw(1, 4), draw(0, 4)
-    rank_a, rank_b = draw(1, 4), draw(1, 4)
-    batch = [draw(1, 3) for _ in range(max(rank_a, rank_b) - 2)]
-    a = (k,) if rank_a == 1 else tuple(batch[len(batch) - (rank_a - 2):][i] if draw(0, 2) else 1
-                                       for i in range(rank_a - 2)) + (m, k)
-    b = (k,) if rank_b == 1 else tuple(batch[len(batch) - (rank_b - 2):][i] if draw(0, 2) else 1
-                                       for i in range(rank_b - 2)) + (k, n)
+    a, b = matmul_shapes(draw)
     dtype = draw.choice([torch.float32, torch.float64])
     wants = draw.choice([[True, True], [True, True], [False, True], [True, False]])
     expect_op(lambda a, b: a @ b, [matmul_operand(draw, a, dtype), matmul_operand(draw, b, dtype)], "a @ b",
@@ -2820,13 +2804,13 @@ def gradcheck(f, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e
 
 
 # %% tests="ex_gradcheck" points=2
-def expect_numerical_gradient(f, args, what, eps=1e-6, requires_grad=None, draw=None):
+def expect_numerical_gradient(f, args, what, eps=1e-6, requires_grad=None, draw=inputs):
     """numerical_gradient of f at args (torch tensors, made float64) against torch's autograd gradient, for a
-    random gradient of the output drawn by `draw` (fresh from the course's stream when None)."""
+    random gradient of the output drawn by `draw` (the course's stream by default)."""
     requires_grad = requires_grad or [isinstance(a, torch.Tensor) for a in args]
     pairs = [leaf_pair(a.double(), r) if isinstance(a, torch.Tensor) else (a, a) for a, r in zip(args, requires_grad)]
     out_theirs = f(*[p[1] for p in pairs])
-    g = (Draws() if draw is None else draw).randn(out_theirs.shape, dtype=torch.float64)
+    g = draw.randn(out_theirs.shape, dtype=torch.float64)
     out_theirs.backward(g)
     before = [p[0].to_torch().clone() for p in pairs if isinstance(p[0], Tensor)]
     got = numerical_gradient(f, [p[0] for p in pairs], from_torch(g.clone()), eps)

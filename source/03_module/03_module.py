@@ -289,7 +289,7 @@ class Parameter(Tensor):
 # %%
 import types
 
-from course.testing import Draws, describe, for_random_inputs, same_error, same_layout_copy
+from course.testing import describe, for_random_inputs, same_error, same_layout_copy
 
 
 class OurNN:
@@ -573,12 +573,12 @@ class Module:
 class ModelPair:
     """The same model built twice: `theirs` from torch.nn, `ours` from yours. `pool` lists the modules of
     both (pool[0] is the root); `twin` maps id(torch object) -> your object. `draw` makes every random
-    choice about the pair (course.testing.Draws): a test's, so that a failing model shrinks; fresh from the
-    course's stream when None."""
+    choice about the pair: a test's (course.testing.Draws), so that a failing model shrinks; the course's
+    stream by default. Only what both offer is asked of it (randint, choice, randn)."""
 
-    def __init__(self, dtype=torch.float32, draw=None):
+    def __init__(self, dtype=torch.float32, draw=inputs):
         self.dtype = dtype
-        self.draw = Draws() if draw is None else draw
+        self.draw = draw
         self.theirs_pool, self.ours_pool, self.twin, self.log = [], [], {}, []
         self.new_module(None, None)
 
@@ -663,7 +663,7 @@ def random_program(pair: ModelPair, steps: int, bad=True, shapes=((2,), (3, 2), 
     """Random registrations on a ModelPair (see the cell above)."""
     draw = pair.draw
     for _ in range(steps):
-        index = draw(0, len(pair.theirs_pool) - 1)
+        index = draw.randint(0, len(pair.theirs_pool) - 1)
         name = draw.choice(NAMES)
         shape = draw.choice(shapes)
         kind = draw.choice(["module", "module", "param", "param", "param", "register_param", "buffer", "buffer",
@@ -681,12 +681,12 @@ def random_program(pair: ModelPair, steps: int, bad=True, shapes=((2,), (3, 2), 
         elif kind == "assign":
             pair.assign(index, name, draw.choice(["tensor", "None", "number", "string"]), shape)
         elif kind == "share":
-            source = draw(0, len(pair.theirs_pool) - 1)
+            source = draw.randint(0, len(pair.theirs_pool) - 1)
             owned = list(pair.theirs_pool[source]._parameters) + list(pair.theirs_pool[source]._buffers)
             if owned:
                 pair.share(index, name, source, draw.choice(owned))
         elif kind == "share_module":
-            pair.share_module(index, name, draw(1, len(pair.theirs_pool) - 1)) if len(pair.theirs_pool) > 1 else None
+            pair.share_module(index, name, draw.randint(1, len(pair.theirs_pool) - 1)) if len(pair.theirs_pool) > 1 else None
         elif kind == "delete":
             pair.delete(index, name)
         elif kind == "none_param":
@@ -725,9 +725,9 @@ def random_program(pair: ModelPair, steps: int, bad=True, shapes=((2,), (3, 2), 
     return pair
 
 
-def random_pair(steps=None, bad=True, dtype=torch.float32, draw=None) -> ModelPair:
+def random_pair(steps=None, bad=True, dtype=torch.float32, draw=inputs) -> ModelPair:
     pair = ModelPair(dtype, draw)
-    return random_program(pair, pair.draw(3, 25) if steps is None else steps, bad)
+    return random_program(pair, pair.draw.randint(3, 25) if steps is None else steps, bad)
 
 
 def expect_same_object(mine, theirs, pair, what):
@@ -962,7 +962,7 @@ WALKS = {
 
 def expect_walks(pair: ModelPair, walks=WALKS):
     for i, (theirs, mine) in enumerate(zip(pair.theirs_pool, pair.ours_pool)):
-        if i and pair.draw(0, 2):
+        if i and pair.draw.randint(0, 2):
             continue
         for text, call in walks.items():
             expect_walk(mine, theirs, pair, call, text.replace("m.", f"m{i}.", 1))
@@ -1186,13 +1186,13 @@ def scrambled(state: dict, pair: ModelPair) -> OrderedDict:
     out = OrderedDict()
     draw = pair.draw
     for key, value in state.items():
-        roll = draw(0, 9)  # the faults are the highest rolls, so that a shrunk state dict has none
+        roll = draw.randint(0, 9)  # the faults are the highest rolls, so that a shrunk state dict has none
         if roll == 9:
             continue  # missing
         shape = tuple(value.shape) + (1,) if roll == 8 and value.dim() else value.shape  # or a size mismatch
         out[key] = (draw.randn(shape, dtype=value.dtype) * 3 if value.is_floating_point()
                     else (draw.randn(shape) * 5).to(value.dtype))
-    if draw.coin(3):
+    if draw.randint(0, 2) == 2:  # one time in three; shrinks to no extra key
         out[draw.choice(["extra", "fc.extra", "nothing.weight", "w.b"])] = torch.randn(2)
     return out
 
@@ -1385,7 +1385,7 @@ class Modes:
 def expect_modes(pair: ModelPair, steps):
     """Run train/eval calls on random modules of the pair; compare every module's .training."""
     for _ in range(steps):
-        i = pair.draw(0, len(pair.theirs_pool) - 1)
+        i = pair.draw.randint(0, len(pair.theirs_pool) - 1)
         call = pair.draw.choice(["train()", "eval()", "train(False)", "train(True)"])
         pair.log.append(f"m{i}.{call}")
         result = eval(f"pair.ours_pool[i].{call}")
@@ -1406,14 +1406,14 @@ def expect_grads(pair: ModelPair, what):
 
 def give_grads(pair: ModelPair):
     for p in pair.theirs.parameters():
-        if not pair.draw.coin(4):
+        if pair.draw.randint(0, 3) < 3:  # three times in four; shrinks to a .grad everywhere
             g = pair.draw.randn(p.shape, dtype=p.dtype)
             p.grad, pair.twin[id(p)].grad = g.clone(), ours(g)
 
 
 def expect_to(pair: ModelPair, args, text):
     params = {name: pair.twin[id(p)] for name, p in pair.theirs.named_parameters()}
-    got = pair.ours.to(*[dtype_arg(a) if isinstance(a, torch.dtype) and pair.draw(0, 1) else a for a in args])
+    got = pair.ours.to(*[dtype_arg(a) if isinstance(a, torch.dtype) and pair.draw.randint(0, 1) else a for a in args])
     pair.theirs.to(*args)
     assert got is pair.ours, f"m0.{text} must return the module itself"
     pair.log.append(f"m0.{text}")
@@ -1916,9 +1916,9 @@ def expect_same_model(mine, theirs, what, check_values=True):
             compare.assert_matches(state[key], value, f"{what}.state_dict()[{key!r}]")
 
 
-def run_both(mine, theirs, x, what, grad=True, x_requires_grad=True, draw=None):
+def run_both(mine, theirs, x, what, grad=True, x_requires_grad=True, draw=inputs):
     """Forward (and backward, with a random gradient drawn by `draw`: a test's, so that a failing input
-    shrinks; fresh from the course's stream when None) in both worlds; compare output and gradients.
+    shrinks; the course's stream by default) in both worlds; compare output and gradients.
     Returns the outputs."""
     floating = x.is_floating_point()
     x_theirs = same_layout_copy(x).requires_grad_(floating and x_requires_grad)
@@ -1927,7 +1927,7 @@ def run_both(mine, theirs, x, what, grad=True, x_requires_grad=True, draw=None):
     out = mine(x_mine)
     compare.assert_matches(out, out_theirs.detach(), f"{what}(x) for x: {describe(x)}")
     if grad and out_theirs.requires_grad:
-        g = (Draws() if draw is None else draw).randn(out_theirs.shape, dtype=out_theirs.dtype)
+        g = draw.randn(out_theirs.shape, dtype=out_theirs.dtype)
         out_theirs.backward(g)
         out.backward(ours(g))
         if x_theirs.requires_grad:
@@ -1949,7 +1949,7 @@ def build_both(make, what="the model"):
     return mine, theirs
 
 
-def expect_layer(make, x, what, grad=True, modes=("train",), draw=None):
+def expect_layer(make, x, what, grad=True, modes=("train",), draw=inputs):
     mine, theirs = build_both(make, what)
     expect_same_model(mine, theirs, what)
     for mode in modes:
@@ -2663,11 +2663,10 @@ def randomise_affine(mine, theirs, draw):
     mine.load_state_dict(state)
 
 
-def expect_norm_steps(make, shapes, what, dtype=torch.float64, modes=None, draw=None):
+def expect_norm_steps(make, shapes, what, dtype=torch.float64, modes=None, draw=inputs):
     """Several forward/backward steps in train and eval mode; the buffers after each. (Gradients in float64
     only: through a normalisation, float32 rounding differs between any two correct implementations.)
-    `draw` makes the random weights, modes and inputs (fresh from the course's stream when None)."""
-    draw = Draws() if draw is None else draw
+    `draw` makes the random weights, modes and inputs (the course's stream by default)."""
     mine, theirs = build_both(make, what)
     mine.to(dtype)
     theirs.to(dtype)
