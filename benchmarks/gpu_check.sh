@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 05 on a lent GPU, in one call: the GPU tests (pytest -m gpu, JUnit XML), chapter 05's solution
-# notebook checked on the GPU (its tests on torch.cuda tensors), and the `gpu` benchmark suite (JSON records
-# naming the device), then a short table. benchmarks/device/gpu_check.py does the work; this script picks the
+# notebook checked on the GPU (its tests on torch.cuda tensors), the `gpu` benchmark suite (JSON records
+# naming the device) and chapter 06's `compile` suite (fused kernels, torch.compile), then a short table. benchmarks/device/gpu_check.py does the work; this script picks the
 # Python and gives it what it lacks.
 #
 # On the lent GPU machine, which runs its own python3 (3.12, torch, cupy, pytest, hypothesis) and reaches no
@@ -15,7 +15,7 @@
 #
 # There the wheels install offline (pip --no-index --no-deps) into a temporary folder put on PYTHONPATH, and
 # the results go to $OUT, which comes back: summary.json, gpu-tests.xml/.log, notebook.json/.log,
-# gpu-bench.json/.log, table.txt. The check keeps to 270 s (--budget) and prints the table last.
+# gpu-bench.json/.log, compile-bench.json/.log (chapter 06), table.txt. The check keeps to 270 s (--budget) and prints the table last.
 #
 # Here (or anywhere with the repository's .venv, which holds everything): results in benchmarks/results/gpu/.
 #

@@ -42,6 +42,19 @@ def test_the_chain_case_runs_in_miniature_with_its_gpu_code_path(pt):
     assert 2 * N * FLOAT32_BYTES <= fused_vs_unfused["fused_load_bytes"] < fused_vs_unfused["unfused_load_bytes"]
 
 
+def test_the_chain_and_sum_case_runs_in_miniature(pt):
+    measured = suite.child(pt, ["chain_sum", "emu", str(N), "1"])
+    (record,) = suite.chain_sum_records(measured)
+    assert record["one_kernel_equals_torch"] and record["chain_then_sum_equals_torch"], record
+    assert measured["one_kernel_ops"] == {"fused": 1} and measured["chain_then_sum_ops"] == {"fused": 1, "sum": 1}
+    assert (record["one_kernel_launches"], record["chain_then_sum_launches"]) == (1, 2), record
+    # one kernel stores a sum per row; the other stores the chain's every element, then the sums
+    rows = N // suite.ROW
+    assert record["one_kernel_store_bytes"] == rows * FLOAT32_BYTES, record
+    assert record["chain_then_sum_store_bytes"] == (N + rows) * FLOAT32_BYTES, record
+    assert record["one_kernel_load_bytes"] < record["chain_then_sum_load_bytes"], record
+
+
 def test_the_mlp_case_runs_in_miniature_and_its_losses_are_torchs(pt):
     sides = {side: suite.child(pt, ["mlp", side, "1", "2"]) for side in suite.MLP_SIDES}
     assert sides["torch eager"]["losses"][0] > sides["torch eager"]["losses"][2], "SGD must lower the loss"

@@ -14,13 +14,14 @@ The steps, each reported in the table at the end:
 5. chapter 05's solution notebook, hidden tests included, built from its text form and checked in a fresh
    kernel as a student's check runs it: on a GPU its tests use torch.cuda tensors;
 6. the `gpu` benchmark suite (benchmarks/run.py gpu), as JSON records naming the device;
-7. the table, printed and written.
+7. the `compile` benchmark suite (chapter 06: fused kernels against eager picotorch and torch.compile), --quick;
+8. the table, printed and written.
 
-Steps 4-6 share --budget (seconds from the start, default 270): each gets its share of what is left, and
+Steps 4-7 share --budget (seconds from the start, default 270): each gets its share of what is left, and
 one that outruns it is interrupted (pytest then still writes its XML) and reported as timed out.
 Everything goes to --out (default: $OUT where that is set, else benchmarks/results/gpu/), eight files at
 most: summary.json, gpu-tests.xml, gpu-tests.log, notebook.json, notebook.log, gpu-bench.json,
-gpu-bench.log, table.txt.
+gpu-bench.log, compile-bench.json, compile-bench.log, table.txt.
 
 Exit status: 0 all ran and passed, 1 something failed or timed out, 2 the set-up is incomplete, 3 no GPU.
 """
@@ -46,7 +47,7 @@ if str(REPO) not in sys.path:
 from benchmarks.device import imports  # noqa: E402
 
 OK, FAILED, SETUP, NO_GPU = 0, 1, 2, 3
-SHARES = {"tests": 0.4, "notebook": 0.3, "bench": 0.3}  # of the budget left when each step starts
+SHARES = {"tests": 0.35, "notebook": 0.25, "bench": 0.25, "compile": 0.15}  # of the budget left when each step starts
 RESERVE_S = 15  # kept back for the table and a step's clean stop
 GPU_MODULES = {"cupy"}  # without it there is no GPU path: the GPU probe says so, not the set-up
 
@@ -300,10 +301,12 @@ def steps(out: Path, quick: bool) -> dict[str, list[str]]:
         "notebook": [py, str(HERE / "gpu_check.py"), "--notebook-step", str(out / "notebook.json")],
         "bench": [py, str(REPO / "benchmarks" / "run.py"), "gpu", *(["--quick"] if quick else []),
                   "--json", str(out / "gpu-bench.json")],
+        # (always --quick: its emulator cases alone take minutes at full size)
+        "compile": [py, str(REPO / "benchmarks" / "run.py"), "compile", "--quick", "--json", str(out / "compile-bench.json")],
     }
 
 
-LOGS = {"tests": "gpu-tests.log", "notebook": "notebook.log", "bench": "gpu-bench.log"}
+LOGS = {"tests": "gpu-tests.log", "notebook": "notebook.log", "bench": "gpu-bench.log", "compile": "compile-bench.log"}
 
 
 # ------------------------------------------------------------------ 7. the table
@@ -353,16 +356,16 @@ def notebook_lines(out: Path, step: dict) -> tuple[list[str], bool]:
     return lines, len(passed) == len(auto) and step["rc"] == 0
 
 
-def bench_lines(out: Path, step: dict) -> tuple[list[str], bool]:
+def bench_lines(out: Path, step: dict, suite: str = "gpu", name: str = "bench") -> tuple[list[str], bool]:
     try:
-        records = json.loads((out / "gpu-bench.json").read_text())
+        records = json.loads((out / f"{suite}-bench.json").read_text())
         assert records, "the suite measured nothing"
     except Exception:
-        tail = (out / LOGS["bench"]).read_text()[-1500:] if (out / LOGS["bench"]).exists() else ""
-        return ([f"benchmark: no results (rc={step['rc']}" + (", TIMED OUT" if step["timed_out"] else "")
-                 + "); end of gpu-bench.log:"] + ["    " + l for l in tail.splitlines()]), False
+        tail = (out / LOGS[name]).read_text()[-1500:] if (out / LOGS[name]).exists() else ""
+        return ([f"benchmark {suite}: no results (rc={step['rc']}" + (", TIMED OUT" if step["timed_out"] else "")
+                 + f"); end of {LOGS[name]}:"] + ["    " + l for l in tail.splitlines()]), False
     device = records[0].get("device", "?") if records else "?"
-    lines = [f"benchmark suite gpu on {device} ({step['seconds']:g} s):",
+    lines = [f"benchmark suite {suite} on {device} ({step['seconds']:g} s):",
              f"  {'case':44s} {'ours (ms)':>10s} {'torch (ms)':>10s} {'vs torch':>9s} {'target':>8s} {'meets':>6s}"]
     for r in records:
         lines.append(f"  {r['case']:44s} {r['ours_s'] * 1e3:10.3f} {r['baseline_s'] * 1e3:10.3f} "
@@ -438,7 +441,9 @@ def check(out: Path, budget: float, quick: bool) -> int:
         save()
 
     lines, ok = [], True
-    for name, summarise in (("tests", tests_lines), ("notebook", notebook_lines), ("bench", bench_lines)):
+    compile_lines = lambda out, step: bench_lines(out, step, "compile", "compile")  # noqa: E731
+    for name, summarise in (("tests", tests_lines), ("notebook", notebook_lines), ("bench", bench_lines),
+                            ("compile", compile_lines)):
         try:
             part, good = summarise(out, summary["steps"][name])
         except Exception as e:  # the table is printed whatever a step left behind

@@ -13,6 +13,9 @@ Cases (issue 20):
   its caches; the tensors' own share is 8 bytes loaded and 4 stored per element for the fused kernel.
   On a GPU (where torch sees one and cupy is installed) the same chain on `cuda` tensors, at 2**20 and 2**24
   elements: the fused kernel, eager picotorch and `torch.compile` (inductor), each against torch eager.
+- The same chain followed by `.sum(-1)` over rows of 1024 (same sizes): one kernel for the chain and the sum
+  (`fuse_sums`) against the chain's fused kernel followed by chapter 05's row sum: launches, bytes loaded and
+  stored on the emulator, time on both (and on a GPU when there is one).
 - One training step of an MLP 64-128-10 on a batch of 64 (forward, a log-softmax cross-entropy written
   with the chapters' operations, backward; the SGD update eager, under no_grad, on every side): picotorch's
   `compile_function` (with the chapter's passes) against eager picotorch, and against torch eager.
@@ -150,6 +153,35 @@ def measure_chain(pt, n: int, device: str, repeat: int, compile_backend: str | N
     return result
 
 
+ROW = 1024  # the chain-and-sum case sums rows of this many elements
+
+
+def measure_chain_sum(pt, n: int, device: str, repeat: int) -> dict:
+    """chain(x, y).sum(-1) on (n / ROW, ROW) of picotorch's `device`: one kernel for the chain and the sum
+    (`fuse_sums`) against the chain's kernel followed by chapter 05's row sum (`fuse_elementwise`), each compared
+    with torch eager."""
+    import torch
+
+    torch_device = "cuda" if device == "cuda" else "cpu"
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(n // ROW, ROW, generator=generator).to(torch_device)
+    y = torch.randn(n // ROW, ROW, generator=generator).to(torch_device)
+    a, b = pt.wrap_torch(x, device), pt.wrap_torch(y, device)
+    expected = chain(x, y).sum(-1)
+    graph = pt.capture(lambda p, q: chain(p, q).sum(-1), a, b)
+    one_kernel, chain_then_sum = pt.fuse_sums(graph), pt.fuse_elementwise(graph)
+    run_one = lambda: pt.run_graph(one_kernel, a, b)  # noqa: E731
+    run_two = lambda: pt.run_graph(chain_then_sum, a, b)  # noqa: E731
+    timed, number = timer_for(device), (10 if device == "cuda" else 1)
+    return {"n": n, "device": device, "one_kernel_ops": one_kernel.op_counts(),
+            "chain_then_sum_ops": chain_then_sum.op_counts(),
+            "one_kernel_equals_torch": agrees(run_one().to_torch(), expected),
+            "chain_then_sum_equals_torch": agrees(run_two().to_torch(), expected),
+            "one_kernel_s": timed(run_one, repeat=repeat, number=number),
+            "chain_then_sum_s": timed(run_two, repeat=repeat, number=number),
+            "one_kernel": pt.memory_traffic(one_kernel, a, b), "chain_then_sum": pt.memory_traffic(chain_then_sum, a, b)}
+
+
 def measure_mlp(pt, side: str, repeat: int, number: int) -> dict:
     """One side of the MLP step (one of MLP_SIDES): seconds per step (best of `repeat` rounds of `number` steps)
     and the losses of its first three steps from the shared initial weights."""
@@ -215,6 +247,23 @@ def chain_records(m: dict) -> list[dict]:
     return records
 
 
+def chain_sum_records(m: dict) -> list[dict]:
+    from benchmarks.run import record
+
+    where = "GPU" if m["device"] == "cuda" else "emulator"
+    label = f"chain of {CHAIN_OPS} elementwise ops + sum(-1), rows of {ROW}, 2^{m['n'].bit_length() - 1} float32, {where}"
+    one, two = m["one_kernel"], m["chain_then_sum"]
+    fields = {"one_kernel_equals_torch": m["one_kernel_equals_torch"],
+              "chain_then_sum_equals_torch": m["chain_then_sum_equals_torch"],
+              "one_kernel_launches": one["launches"], "chain_then_sum_launches": two["launches"]}
+    if m["device"] != "cuda":
+        fields.update(one_kernel_load_bytes=one["global_load_bytes"], chain_then_sum_load_bytes=two["global_load_bytes"],
+                      one_kernel_store_bytes=one["global_store_bytes"],
+                      chain_then_sum_store_bytes=two["global_store_bytes"])
+    return [record(SUITE, f"{label}: one kernel vs chain kernel then row sum", m["one_kernel_s"],
+                   "fuse_elementwise, then chapter 05's row sum", m["chain_then_sum_s"], **fields)]
+
+
 def same_losses(ours: list, theirs: list) -> bool:
     """Losses (of float32 computations) equal within the tolerances assert_close takes for float32."""
     import torch
@@ -259,19 +308,25 @@ def run(quick: bool = False) -> list[dict]:
         if emulator_available():  # eager picotorch takes ~1 s per 2^18 elements there: --quick stays well in a minute
             n, repeat = (2**17, 2) if quick else (2**20, 3)
             records += chain_records(_measure(reference, "chain", "emu", str(n), str(repeat), "none"))
+            records += chain_sum_records(_measure(reference, "chain_sum", "emu", str(n), str(repeat)))
         if gpu_available():
             for n in (2**20,) if quick else (2**20, 2**24):
                 records += chain_records(_measure(reference, "chain", "cuda", str(n), "5", "inductor"))
+                records += chain_sum_records(_measure(reference, "chain_sum", "cuda", str(n), "5"))
         repeat, steps = (3, 10) if quick else (7, 50)
         records += mlp_records({side: _measure(reference, "mlp", side, str(repeat), str(steps)) for side in MLP_SIDES})
     return records
 
 
 def child(pt, argv: list[str]) -> dict:
-    """One measurement, named as the runner names it: chain DEVICE N REPEAT BACKEND|none, or mlp SIDE REPEAT STEPS."""
+    """One measurement, named as the runner names it: chain DEVICE N REPEAT BACKEND|none, chain_sum DEVICE N REPEAT,
+    or mlp SIDE REPEAT STEPS."""
     if argv[0] == "chain":
         _, device, n, repeat, backend = argv
         return measure_chain(pt, int(n), device, int(repeat), None if backend == "none" else backend)
+    if argv[0] == "chain_sum":
+        _, device, n, repeat = argv
+        return measure_chain_sum(pt, int(n), device, int(repeat))
     _, side, repeat, steps = argv
     return measure_mlp(pt, side, int(repeat), int(steps))
 

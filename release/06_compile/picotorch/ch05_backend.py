@@ -12,7 +12,7 @@ from course.cuda.status import gpu_available
 from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, REPR_FIELDS, TORCH_DTYPE, DispatchKey,
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
-                       register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
+                       numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
 from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, fallthrough_keys, key_names,
                        key_set, redispatch, register_device, register_fallback, register_fallthrough)
 from picotorch import parse_to as _ch03_parse_to
@@ -253,6 +253,10 @@ for _op in ("add", "sub", "mul", "div"):
 def _to_torch_cuda(t: Tensor) -> torch.Tensor:
     """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
     return t._storage.owner.as_strided(t._shape, t._stride, t._offset)
+
+
+# t.numpy() under a mode: the CPU bridge, whose `_storage.data` is torch's TypeError for a device tensor.
+register_key_kernel("numpy", DispatchKey.CUDA)(numpy_array)
 
 
 @register_key_kernel("item", DispatchKey.CUDA)

@@ -196,18 +196,13 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """A NumPy array over the same memory, with this tensor's shape, strides and offset.
         Writing to it writes to the storage."""
-        made = self._numpy  # (the array's own shape too: from_numpy's caller may still reshape it in place)
-        if (made is not None and made[0] is self._storage and made[1] == self._shape and made[2] == self._stride
-                and made[3] == self._offset and made[4].shape == self._shape):
-            return made[4]
-        data = self._storage.data
-        if 0 in self._shape:
-            return np.empty(self._shape, data.dtype)
-        item = data.itemsize
-        array = np.ndarray(self._shape, data.dtype, buffer=data, offset=self._offset * item,
-                           strides=[s * item for s in self._stride])  # (a list: quicker to build than a tuple(...))
-        self._numpy = (self._storage, self._shape, self._stride, self._offset, array)
-        return array
+        included = LOCAL_KEYS.included
+        if included and included & ~LOCAL_KEYS.excluded:
+            # A mode watches this thread's calls (chapter 05's logging, chapter 06's tracer), and the program
+            # itself leaves picotorch for NumPy: the mode must see that. Kernels run with the mode's key
+            # excluded, so their own numpy() calls (most of them) skip the dispatcher.
+            return dispatch("numpy", self)
+        return numpy_array(self)
 
     def __len__(self):
         if not self._shape:
@@ -554,7 +549,24 @@ def register_kernels(*keys: DispatchKey):
     return put
 
 
-# The given CPU kernels: the bridge to torch, printing, and writing through a view.
+# The given CPU kernels: the bridges to NumPy and torch, printing, and writing through a view.
+@register_kernel("numpy", DispatchKey.CPU)
+def numpy_array(t: Tensor) -> np.ndarray:
+    """A NumPy array over t's memory (Tensor.numpy's work: what it runs directly when no mode watches)."""
+    made = t._numpy  # (the array's own shape too: from_numpy's caller may still reshape it in place)
+    if (made is not None and made[0] is t._storage and made[1] == t._shape and made[2] == t._stride
+            and made[3] == t._offset and made[4].shape == t._shape):
+        return made[4]
+    data = t._storage.data
+    if 0 in t._shape:
+        return np.empty(t._shape, data.dtype)
+    item = data.itemsize
+    array = np.ndarray(t._shape, data.dtype, buffer=data, offset=t._offset * item,
+                       strides=[s * item for s in t._stride])  # (a list: quicker to build than a tuple(...))
+    t._numpy = (t._storage, t._shape, t._stride, t._offset, array)
+    return array
+
+
 @register_kernel("to_torch", DispatchKey.CPU)
 def _to_torch_cpu(t: Tensor) -> torch.Tensor:
     return torch.from_numpy(t._storage.data).as_strided(t._shape, t._stride, t._offset)
@@ -1188,7 +1200,7 @@ __all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTY
            "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "register_kernel",
            "register_fallback", "register_fallthrough", "fallthrough_keys",
            "add_tensor_key", "key_set", "key_names", "dispatch", "redispatch", "ExcludeDispatchKeys",
-           "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "REPR_FIELDS", "tensor_repr",
+           "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "numpy_array", "REPR_FIELDS", "tensor_repr",
            "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",
            "storage_position", "dense_strides_like", "infer_size", "view_strides", "broadcast_shapes",
            "result_type", "can_cast", "reduction_dims"]
