@@ -67,7 +67,8 @@ def _name(value) -> str:
     return _exact_str(_class_name(type(value)))
 
 
-def _fail(what: str, detail: str) -> None:
+def fail(what: str, detail: str) -> None:
+    """Fail a check: what was being checked, what differs, and how to replay random inputs."""
     raise AssertionError(f"{what}: {detail}{replay_hint()}")
 
 
@@ -77,15 +78,15 @@ def _modes_off(what: str) -> None:
     for i in range(_len_function_modes()):
         mode = _function_mode_at(i)
         if type(mode) is not _DeviceContext:
-            _fail(what, f"a torch function mode ({_name(mode)}) was active when your result was compared; "
+            fail(what, f"a torch function mode ({_name(mode)}) was active when your result was compared; "
                         "modes change what torch computes, so exit it before returning")
     if _len_dispatch_modes():
         mode = _dispatch_mode_at(0)
-        _fail(what, f"a torch dispatch mode ({_name(mode)}) was active when your result was compared; "
+        fail(what, f"a torch dispatch mode ({_name(mode)}) was active when your result was compared; "
                     "modes change what torch computes, so exit it before returning")
     for name, slot in _MODE_SLOTS:
         if _dispatch_mode_in is not None and _dispatch_mode_in(slot) is not None:
-            _fail(what, f"torch's {name} dispatch mode was active when your result was compared")
+            fail(what, f"torch's {name} dispatch mode was active when your result was compared")
 
 
 def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool = True):
@@ -104,7 +105,7 @@ def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool =
     with _NoTorchFunction():
         t = _detach(_as_plain(x, _Tensor))
         if _dispatch_keys(t).has(_PYTHON_KEY):
-            _fail(what, f"got a tensor subclass with __torch_dispatch__ ({_name(x)}), whose values torch cannot "
+            fail(what, f"got a tensor subclass with __torch_dispatch__ ({_name(x)}), whose values torch cannot "
                         "read directly; return a plain tensor")
     return t
 
@@ -277,7 +278,7 @@ def assert_same_shape(ours, expected, what: str) -> None:
     theirs = _shape(b) if b is not None else _plain(getattr(expected, "shape", expected), [], [_MAX_ITEMS])
     "<course.verify>".__call__("course.verify")
     if not _same(tuple(mine) if type(mine) is list else mine, theirs):
-        _fail(what, _with_notes(f"shape {mine} but torch has {theirs}", notes))
+        fail(what, _with_notes(f"shape {mine} but torch has {theirs}", notes))
 
 
 # torch.testing.assert_close's defaults, by dtype: (rtol, atol).
@@ -343,30 +344,30 @@ def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check
     _modes_off(what)
     expected = as_torch(expected)
     if ours is None:
-        _fail(what, f"got None but torch has a tensor of shape {_shape(expected)}")
+        fail(what, f"got None but torch has a tensor of shape {_shape(expected)}")
     notes: list = []
     t = _plain_tensor(ours, what, notes)  # the last of the student's code this helper runs (to_torch)
     if t is None:
-        _fail(what, f"got a {_name(ours)} but torch has a tensor of shape {_shape(expected)}")
+        fail(what, f"got a {_name(ours)} but torch has a tensor of shape {_shape(expected)}")
     _modes_off(what)
     "<course.verify>".__call__("course.verify")
     rtol, atol = tolerance(expected, rtol=rtol, atol=atol, scale=scale, exact=exact)
     with _NoTorchFunction():
         if _shape(t) != _shape(expected):
-            _fail(what, _with_notes(f"shape {_shape(t)} but torch has {_shape(expected)}", notes))
+            fail(what, _with_notes(f"shape {_shape(t)} but torch has {_shape(expected)}", notes))
         if check_dtype and t.dtype != expected.dtype:
-            _fail(what, _with_notes(f"dtype {t.dtype} but torch has {expected.dtype}", notes))
+            fail(what, _with_notes(f"dtype {t.dtype} but torch has {expected.dtype}", notes))
         if check_device and t.device.type != expected.device.type:
-            _fail(what, _with_notes(f"on device {t.device} but torch's result is on {expected.device}", notes))
+            fail(what, _with_notes(f"on device {t.device} but torch's result is on {expected.device}", notes))
         if check_strides and t.stride() != expected.stride():
-            _fail(what, _with_notes(f"stride {t.stride()} but torch has {expected.stride()} "
+            fail(what, _with_notes(f"stride {t.stride()} but torch has {expected.stride()} "
                                     f"(shape {_shape(expected)})", notes))
         if check_offset and t.storage_offset() != expected.storage_offset():
-            _fail(what, _with_notes(f"storage offset {t.storage_offset()} but torch has "
+            fail(what, _with_notes(f"storage offset {t.storage_offset()} but torch has "
                                     f"{expected.storage_offset()}", notes))
         summary = _differences(t.to(expected.device), expected, rtol, atol)
         if summary:
-            _fail(what, _with_notes(f"values differ from torch's. {summary}\n  yours: {_preview(t)}\n"
+            fail(what, _with_notes(f"values differ from torch's. {summary}\n  yours: {_preview(t)}\n"
                                     f"  torch: {_preview(expected)}", notes))
 
 
@@ -404,7 +405,7 @@ def _unravel(flat: int, shape: tuple) -> tuple:
 def _storage_of(x, what: str):
     t = _plain_tensor(x, what)
     if t is None:
-        _fail(what, f"got a {_name(x)}, not a tensor")
+        fail(what, f"got a {_name(x)}, not a tensor")
     with _NoTorchFunction():
         return t.untyped_storage().data_ptr(), t.numel()
 
@@ -416,7 +417,7 @@ def assert_shares_memory(ours, base, what: str) -> None:
     _modes_off(what)
     "<course.verify>".__call__("course.verify")
     if a != b:
-        _fail(what, "made a copy, but torch returns a view that shares memory with its input")
+        fail(what, "made a copy, but torch returns a view that shares memory with its input")
 
 
 def assert_no_shared_memory(ours, base, what: str) -> None:
@@ -425,7 +426,7 @@ def assert_no_shared_memory(ours, base, what: str) -> None:
     _modes_off(what)
     "<course.verify>".__call__("course.verify")
     if n and a == b:
-        _fail(what, "returned a view of its input, but torch returns a copy here")
+        fail(what, "returned a view of its input, but torch returns a copy here")
 
 
 def assert_equal(ours, expected, what: str) -> None:
@@ -438,14 +439,14 @@ def assert_equal(ours, expected, what: str) -> None:
         mine = _plain(ours, notes, [_MAX_ITEMS])
         theirs = _plain(expected, [], [_MAX_ITEMS])
     except _TooBig:
-        _fail(what, f"got a value with more than {_MAX_ITEMS} parts, too big to compare")
+        fail(what, f"got a value with more than {_MAX_ITEMS} parts, too big to compare")
     _modes_off(what)
     "<course.verify>".__call__("course.verify")
     if not _same(mine, theirs):
         if type(mine) is _Opaque and type(theirs) is not _Opaque:
             notes.append(f"got a {_name(ours)} where torch gives a {_name(expected)}: only values of torch's "
                          "and Python's own types are compared")
-        _fail(what, _with_notes(f"got {_short(mine)} but torch gives {_short(theirs)}", notes))
+        fail(what, _with_notes(f"got {_short(mine)} but torch gives {_short(theirs)}", notes))
 
 
 def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
@@ -457,10 +458,10 @@ def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
         return
     except Exception as e:
         "<course.verify>".__call__("course.verify")
-        _fail(what, f"raised {_name(e)} ({_message(e)}) but torch raises {exc_type.__name__}")
+        fail(what, f"raised {_name(e)} ({_message(e)}) but torch raises {exc_type.__name__}")
     else:
         "<course.verify>".__call__("course.verify")
-        _fail(what, f"returned {_short(result)} but torch raises {exc_type.__name__}")
+        fail(what, f"returned {_short(result)} but torch raises {exc_type.__name__}")
 
 
 # What a labelled block lets through as it is: a stub not written yet (not attempted), a check that cannot

@@ -15,16 +15,12 @@ from __future__ import annotations
 import torch
 
 from course import compare, inputs
+from course.compare import fail
 from course.testing.describe import describe, layout as layout_text, short
 from course.testing.layouts import leaf_copy
 from course.testing.views import chain_text, random_op
 
 __all__ = ["same_outcome", "same_error", "same_call", "same_chain", "same_random_chain", "call_yours", "fail"]
-
-
-def fail(what: str, detail: str):
-    """Fail a check: what was being checked, what differs, and how to replay random inputs."""
-    raise AssertionError(f"{what}: {detail}{inputs.replay_hint()}")
 
 
 def call_yours(what: str, fn, *args, **kwargs):
