@@ -616,7 +616,9 @@ for_random_inputs(test_replay, 6)
 # cross-entropy) or an optimiser's update makes its result outside the
 # dispatcher: captured, that result would be a constant, and a replay would
 # reuse the first call's value. Dynamo breaks on code it cannot trace for the
-# same reason.
+# same reason. (NumPy itself it can trace: it turns NumPy calls into torch
+# operators, [`torch/_numpy/`](https://github.com/pytorch/pytorch/blob/main/torch/_numpy/__init__.py).
+# picotorch has no such translation.)
 #
 # **Where picotorch differs.** Dynamo cannot resume in the middle of a loop:
 # a break inside a `while` (chapter 00's `RepeatUntilSmall`, whose loop tests
