@@ -70,6 +70,23 @@ ALTERNATIVES = {
         "ex_cse": _rewrite("ex_cse", ("key = (node.op, tuple(argument_key(a, replaced) for a in node.args), kwargs)",
                                       "key = (node.op, argument_key(node.args, replaced), kwargs)")),
     },
+    "thread 0 adds the threads' sums one by one after a barrier (no tree: slower, as correct)": {
+        "ex_fuse_sum": _rewrite("ex_fuse_sum", ('''              "        __syncthreads();",
+              "        for (int s = blockDim.x / 2; s > 0; s /= 2) {",  # chapter 05's tree
+              "            if (threadIdx.x < s)",
+              "                partial[threadIdx.x] += partial[threadIdx.x + s];",
+              "            __syncthreads();",
+              "        }",
+              "        if (threadIdx.x == 0)",
+              "            out[row] = partial[0];",''', '''              "        __syncthreads();",
+              "        if (threadIdx.x == 0) {",
+              f"            {T} total = 0;",
+              "            for (int t = 0; t < blockDim.x; ++t)",
+              "                total += partial[t];",
+              "            out[row] = total;",
+              "        }",
+              "        __syncthreads();",  # the next row writes partial again''')),
+    },
     "the fused kernel walks the dims from the first (another order of the elements, each still once)": {
         "ex_fuse": _rewrite("ex_fuse", ("for (int d = ndim - 1; d >= 0; --d) {", "for (int d = 0; d < ndim; ++d) {")),
     },

@@ -86,4 +86,24 @@ MUTANTS = {
         "the last member is not the one stored": _wrong("ex_fuse", (
             'out[o_out] = t{len(group.members) - 1};', 'out[o_out] = t0;')),
     },
+    "ex_fuse_sum": {
+        "no __syncthreads() between the steps of the tree": _wrong("ex_fuse_sum", (
+            '''              "                partial[threadIdx.x] += partial[threadIdx.x + s];",
+              "            __syncthreads();",''', '''              "                partial[threadIdx.x] += partial[threadIdx.x + s];",''')),
+        "no barrier between the threads' sums and the tree (it reads partial before every thread wrote it)":
+            _wrong("ex_fuse_sum", ('''              "        partial[threadIdx.x] = acc;",
+              "        __syncthreads();",''', '''              "        partial[threadIdx.x] = acc;",''')),
+        "the barrier inside `if (t < s)`: not every thread reaches it": _wrong("ex_fuse_sum", (
+            '''              "            if (threadIdx.x < s)",
+              "                partial[threadIdx.x] += partial[threadIdx.x + s];",
+              "            __syncthreads();",''', '''              "            if (threadIdx.x < s) {",
+              "                partial[threadIdx.x] += partial[threadIdx.x + s];",
+              "                __syncthreads();",
+              "            }",''')),
+        "thread 0 stores its own sum, not the block's": _wrong("ex_fuse_sum", (
+            '"            out[row] = partial[0];",', '"            out[row] = acc;",')),
+        "the inputs read at row * cols + c (their strides and broadcasting ignored)": _wrong("ex_fuse_sum", (
+            'lines += [f"            {T} v{j} = in{j}[o{j}];" for j in range(k)]',
+            'lines += [f"            {T} v{j} = in{j}[row * cols + c];" for j in range(k)]')),
+    },
 }
