@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,10 +24,12 @@ MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 class Mutant:
     """A typical wrong answer: the answer cell's `code`; the verdict of exercise `judged` (None: the mutated
     exercise itself) must fail, and its message must contain `shows` when given (feedback that names the
-    cause, issue 17)."""
+    cause, issue 17). `hard_codes_visible`: the answer is written for the visible tests' own inputs, so only the
+    hidden tests can reject it (tests/test_visible_tests.py exempts it; its name says so)."""
     code: str
     shows: str | None = None
     judged: str | None = None
+    hard_codes_visible: bool = False
 
 
 def mutants_of(chapter: Chapter) -> dict[str, dict[str, Mutant]]:
@@ -64,9 +67,11 @@ def run_variants(chapter: Chapter, variants: list[list[str]]) -> list[list]:
     return json.loads(done.stdout)
 
 
-def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | None = None):
+def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | None = None,
+                     visible_only: bool = False):
     """The source notebook with `exercise`'s solution replaced by `code`, cut after the tests of `judged`
-    (default: `exercise`; later cells cannot change its verdict, and skipping them saves a lot of time)."""
+    (default: `exercise`; later cells cannot change its verdict, and skipping them saves a lot of time);
+    with `visible_only`, its test cells as the student sees them (hidden tests removed)."""
     nb = nbformat.read(chapter.notebook, as_version=4)
     found = exercises(nb)
     ex = found[exercise]
@@ -74,17 +79,37 @@ def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | N
         raise ValueError(f"{exercise} has {len(ex.solution_cells)} solution cells; mutants replace exactly one")
     nb.cells[ex.solution_cells[0]].source = code.strip("\n")
     nb.cells = nb.cells[: max(found[judged or exercise].test_cells) + 1]
+    if visible_only:
+        for tests in found.values():
+            for i in tests.test_cells:
+                if i < len(nb.cells):
+                    nb.cells[i].source = visible_tests(nb.cells[i].source)
     return nb
 
 
-def mutant_verdicts(chapter: Chapter, mutants: list[tuple]):
+def visible_tests(source: str) -> str:
+    """A test cell's source without its hidden tests (### BEGIN HIDDEN TESTS to ### END HIDDEN TESTS or the
+    end of the cell), as nbgrader's release has it."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if re.match(r"\s*### BEGIN HIDDEN TESTS", line):
+            hidden = True
+        elif re.match(r"\s*### END HIDDEN TESTS", line):
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def mutant_verdicts(chapter: Chapter, mutants: list[tuple], visible_only: bool = False):
     """[(judged exercise, Verdict)] for each (exercise, code) or (exercise, code, judged) variant, all run in
-    one process (tests/run_variants.py), with the messages the student's check would show."""
+    one process (tests/run_variants.py), with the messages the student's check would show; with
+    `visible_only`, against the visible tests alone."""
     from course.notebook import exercise_defining
     from course.verdicts import Verdict, verdict_from_error
 
     mutants = [(m[0], m[1], m[2] if len(m) > 2 and m[2] else m[0]) for m in mutants]
-    variants = [mutated_notebook(chapter, exercise, code, judged) for exercise, code, judged in mutants]
+    variants = [mutated_notebook(chapter, exercise, code, judged, visible_only) for exercise, code, judged in mutants]
     defined = exercise_defining(nbformat.read(chapter.notebook, as_version=4))
     raised = run_variants(chapter, [[c.source if c.cell_type == "code" else "" for c in nb.cells] for nb in variants])
     results = []
