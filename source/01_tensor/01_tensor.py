@@ -33,11 +33,108 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
+from course.testing import (Op, call_yours, describe, fail, for_random_inputs, layout, random_dim, random_index,
+                            random_layout, random_shape, same_chain, same_outcome, same_random_chain)
 
 check = Checker("01_tensor")
 
 # %% [markdown]
-# ## 1. Storage and dtype
+# ## 1. Where an element lives
+#
+# Element `[i0, i1, ..., ik]` of a tensor lives at storage position
+#
+#     storage_offset + i0 * stride[0] + i1 * stride[1] + ... + ik * stride[k]
+#
+# A 3×4 tensor over a storage of 12 numbers, in the usual (contiguous,
+# row-major) layout, has strides `(4, 1)`: one step down a column skips a whole
+# row of 4, one step along a row moves by 1.
+#
+# ```
+# storage:   [ 0  1  2  3  4  5  6  7  8  9 10 11 ]
+#
+# tensor     col 0  col 1  col 2  col 3
+# row 0        0      1      2      3          element [1, 2] is at
+# row 1        4      5      6      7          0 + 1*4 + 2*1 = 6
+# row 2        8      9     10     11
+# ```
+#
+# Its transpose is the same storage with the strides swapped: shape `(4, 3)`,
+# strides `(1, 4)`. Nothing moves. That is the whole idea of this chapter.
+#
+#
+# Exercise 1 asks for the two functions behind that arithmetic; nothing else is needed yet.
+
+# %% [markdown]
+# ## Exercise 1 — contiguous strides, and where an element lives
+#
+# A fresh tensor is **contiguous**: its last dim has stride 1, and each dim's
+# stride is the previous stride times the previous size, going right to left.
+# For shape `(2, 3, 4)`:
+#
+# | dim | 0 | 1 | 2 |
+# |---|---|---|---|
+# | size | 2 | 3 | 4 |
+# | stride | 3·4 = 12 | 4 | 1 |
+#
+# One rule from torch: a dim of size 0 counts as size 1 when computing the
+# strides of the dims before it, so `(2, 0, 3)` has strides `(3, 3, 1)`.
+#
+# Write `contiguous_strides(shape)` (a tuple; `()` for shape `()`) and
+# `storage_position(index, stride, offset)`: the storage position of the
+# element at `index` (a tuple of non-negative ints, one per dim).
+#
+# Real PyTorch: `c10/core/TensorImpl.h` (`empty_tensor_restride`), and the
+# contiguity rule in [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h).
+
+# %% solution="ex_strides" reference=true
+def contiguous_strides(shape) -> tuple:
+    """The strides of a fresh (contiguous, row-major) tensor of this shape."""
+    ### BEGIN SOLUTION
+    strides, step = (), 1
+    for size in reversed(tuple(shape)):
+        strides = (step,) + strides
+        if size > 1:  # a dim of size 0 or 1 never steps: it leaves the step as it is
+            step *= size
+    return strides
+    ### END SOLUTION
+
+
+def storage_position(index, stride, offset: int = 0) -> int:
+    """Where element `index` lives in the storage: offset + sum of index[d] * stride[d]."""
+    ### BEGIN SOLUTION
+    position = offset
+    for i, s in zip(index, stride):
+        position += i * s
+    return position
+    ### END SOLUTION
+
+# %% tests="ex_strides" points=1
+for shape in [(3, 4), (2, 3, 4), (5,), (), (2, 0, 3), (1, 1)]:
+    what = f"contiguous_strides({shape})"
+    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
+what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"
+compare.assert_equal(call_yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
+                     x[1, 2, 0].storage_offset(), what)
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_strides(draw):
+    shape = random_shape(draw, max_dims=5, max_size=5)
+    what = f"contiguous_strides({shape})"
+    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
+    t = random_layout(draw)
+    if t.numel():
+        index = tuple(draw(0, s - 1) for s in t.shape)
+        what = f"storage_position({index}, stride={t.stride()}, offset={t.storage_offset()})"
+        compare.assert_equal(call_yours(what, storage_position, index, t.stride(), t.storage_offset()),
+                             t[index].storage_offset(), what)
+
+
+for_random_inputs(test_strides, 150)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. Storage and dtype
 #
 # A **storage** is a flat buffer of numbers of one type. Ours is a 1-D NumPy
 # array, so it is *typed*: it knows its dtype, and a tensor's dtype is its
@@ -56,7 +153,8 @@ check = Checker("01_tensor")
 # | `int64` | `torch.int64` | 8 | integer |
 # | `bool_` | `torch.bool` | 1 | boolean |
 #
-# The next cell is given: read it, you will use every name in it.
+# The next cell is given: the four dtypes, and `promote_types`, which exercise 10
+# uses.
 
 # %% reference=true
 import functools
@@ -98,18 +196,40 @@ def promote_types(a: DType, b: DType) -> DType:
     """The smallest of our dtypes that holds both: torch.promote_types, for these four."""
     return a if DTYPES.index(a) >= DTYPES.index(b) else b
 
+# %% [markdown]
+# A storage also names the **dispatch key** of its memory: `CPU` for a NumPy
+# array. Every operation on a tensor is looked up by the keys of its arguments
+# (section 5 builds that lookup). The course's keys are declared once, in the
+# table below, each with its priority (the higher one is served first) and the
+# chapter that brings it; this chapter uses only `CPU`.
+
+# %% reference=true
+# Every dispatch key of the course, highest priority first: name -> (priority, what it is for, the chapter that
+# brings it). A chapter declares its key by name (`DispatchKey.declare("Autograd")`) when it brings it; the
+# priorities live here only, so that no two chapters can disagree about the order.
+DISPATCH_KEYS = {
+    "Autograd": (8, "records the backward graph, then hands the call to the keys below it", "02_autograd"),
+    "Trace": (6, "captures the operators eager code runs into a graph", "06_compile"),
+    "Python": (4, "a mode: sees every call below autograd (logging, TorchDispatchMode)", "05_backend"),
+    "CUDA": (1, "kernels on a GPU, or on the CUDA emulator", "05_backend"),
+    "CPU": (0, "NumPy kernels on CPU memory", "01_tensor"),
+}
+
 
 class DispatchKey:
-    """A key of the dispatcher (section 3): a name and a priority, which is its bit in a key set. The keys are
-    attributes of this class: `DispatchKey.CPU` here; later chapters declare more with `DispatchKey.declare`."""
+    """A key of the dispatcher: a name and a priority, which is its bit in a key set (section 5). The keys are
+    attributes of this class (`DispatchKey.CPU`) once declared."""
     _by_priority = {}
 
     def __init__(self, name: str, priority: int):
         self.name, self.priority, self.bit = name, priority, 1 << priority
 
     @classmethod
-    def declare(cls, name: str, priority: int) -> "DispatchKey":
-        """The key `name` at `priority` (the same key again when it exists: cells may be run twice)."""
+    def declare(cls, name: str, priority: int = None) -> "DispatchKey":
+        """The key `name`, at its priority in DISPATCH_KEYS (or at `priority`, for a key of a test or a student's
+        experiment); the same key again when it exists: cells may be run twice."""
+        if priority is None:
+            priority = DISPATCH_KEYS[name][0]
         key = cls._by_priority.get(priority)
         if key is None:
             key = cls._by_priority[priority] = cls(name, priority)
@@ -126,9 +246,9 @@ class DispatchKey:
         return f"DispatchKey.{self.name}"
 
 
-DispatchKey.declare("CPU", 0)
+DispatchKey.declare("CPU")
 
-
+# %% reference=true
 DEVICE_OF_TYPE = {"cpu": "cpu"}  # device type -> what `t.device` is for its storages (register_device)
 
 
@@ -177,50 +297,20 @@ class Storage:
     def __repr__(self):
         return f"Storage({self.data.tolist()}, dtype={self.dtype})"
 
-
 # %% [markdown]
-# ## 2. The tensor: a view onto a storage
-#
-# Element `[i0, i1, ..., ik]` of a tensor lives at storage position
-#
-#     storage_offset + i0 * stride[0] + i1 * stride[1] + ... + ik * stride[k]
-#
-# A 3×4 tensor over a storage of 12 numbers, in the usual (contiguous,
-# row-major) layout, has strides `(4, 1)`: one step down a column skips a whole
-# row of 4, one step along a row moves by 1.
-#
-# ```
-# storage:   [ 0  1  2  3  4  5  6  7  8  9 10 11 ]
-#
-# tensor     col 0  col 1  col 2  col 3
-# row 0        0      1      2      3          element [1, 2] is at
-# row 1        4      5      6      7          0 + 1*4 + 2*1 = 6
-# row 2        8      9     10     11
-# ```
-#
-# Its transpose is the same storage with the strides swapped: shape `(4, 3)`,
-# strides `(1, 4)`. Nothing moves. That is the whole idea of this chapter.
+# ## 3. The tensor: a view onto a storage
 #
 # The `Tensor` class below is given. It holds `_storage`, `_shape`, `_stride`
-# and `_offset`. Its methods that do real work only pass the call on to the
-# **dispatcher** (section 3); the work itself is done by the kernels you write
-# in the exercises, each in a cell like
+# and `_offset`, and answers what a tensor *is*: `shape`, `stride()`,
+# `storage_offset()`, `dtype`, `device`. Two helpers come first:
+# `wrap_dim(dim, ndim)` turns a negative dim into a positive one and raises
+# torch's `IndexError` when it is out of range, and `shape_arg(args)` lets a
+# method accept both `t.view(2, 3)` and `t.view((2, 3))`. `add_methods(Tensor)`
+# adds the methods of a small class to `Tensor`: exercise 2 uses it.
 #
-# ```python
-# @register_kernels(DispatchKey.CPU)
-# class Views:
-#     def view(self, *shape): ...     # the CPU kernel of x.view(...)
-# ```
-#
-# so that you can write a group of kernels in one cell and re-run it while you
-# work. (A few methods that only read the layout, such as `numel()` and
-# `is_contiguous()`, are added to `Tensor` itself with `@add_methods(Tensor)`.)
-# Two more given helpers: `wrap_dim(dim, ndim)` turns a negative dim into a
-# positive one and raises torch's `IndexError` when it is out of range, and
-# `shape_arg(args)` lets a method accept both `t.view(2, 3)` and
-# `t.view((2, 3))`. `t.numpy()` asks NumPy for an array over the same memory with
-# the tensor's shape, strides and offset (NumPy counts strides in bytes): that is
-# how the arithmetic on values will run at NumPy speed.
+# `t.numpy()` asks NumPy for an array over the same memory with the tensor's
+# shape, strides and offset (NumPy counts strides in bytes): that is how the
+# arithmetic on values will run at NumPy speed.
 
 # %% reference=true
 def add_methods(cls):
@@ -248,10 +338,7 @@ def shape_arg(args) -> tuple:
         return tuple(args[0])
     return tuple(args)
 
-
-MaxResult = namedtuple("max", ["values", "indices"])
-
-
+# %% reference=true
 class Tensor:
     """A view onto a Storage: element [i0, i1, ...] is storage[offset + i0*stride[0] + i1*stride[1] + ...]."""
 
@@ -321,439 +408,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    # --- every method below that computes is one call of the dispatcher (section 3) --------
-    def to_torch(self) -> torch.Tensor:
-        """A torch.Tensor over the same memory, with the same shape, strides and offset."""
-        return dispatch("to_torch", self)
-
-    def __repr__(self): return dispatch("repr", self)
-    def item(self): return dispatch("item", self)
-    def tolist(self): return dispatch("tolist", self)
-    def contiguous(self): return dispatch("contiguous", self)
-    def clone(self): return dispatch("clone", self)
-
-    def view(self, *shape): return dispatch("view", self, shape_arg(shape))
-    def reshape(self, *shape): return dispatch("reshape", self, shape_arg(shape))
-    def transpose(self, dim0, dim1): return dispatch("transpose", self, dim0, dim1)
-    def permute(self, *dims): return dispatch("permute", self, shape_arg(dims))
-    def unsqueeze(self, dim): return dispatch("unsqueeze", self, dim)
-    def squeeze(self, dim=None): return dispatch("squeeze", self, dim)
-    def flatten(self, start_dim=0, end_dim=-1): return dispatch("flatten", self, start_dim, end_dim)
-    def narrow(self, dim, start, length): return dispatch("narrow", self, dim, start, length)
-    def as_strided(self, size, stride, storage_offset=None):
-        return dispatch("as_strided", self, tuple(size), tuple(stride), storage_offset)
-    def __getitem__(self, key): return dispatch("getitem", self, key)
-    def expand(self, *sizes): return dispatch("expand", self, shape_arg(sizes))
-    def broadcast_to(self, shape): return dispatch("broadcast_to", self, tuple(shape))
-
-    def neg(self): return dispatch("neg", self)
-    def abs(self): return dispatch("abs", self)
-    def exp(self): return dispatch("exp", self)
-    def log(self): return dispatch("log", self)
-    def sqrt(self): return dispatch("sqrt", self)
-    def relu(self): return dispatch("relu", self)
-    def sigmoid(self): return dispatch("sigmoid", self)
-    def tanh(self): return dispatch("tanh", self)
-    def __neg__(self): return dispatch("neg", self)
-    def __abs__(self): return dispatch("abs", self)
-
-    def add(self, other): return dispatch("add", self, other)
-    def sub(self, other): return dispatch("sub", self, other)
-    def mul(self, other): return dispatch("mul", self, other)
-    def div(self, other): return dispatch("div", self, other)
-    def pow(self, other): return dispatch("pow", self, other)
-    def maximum(self, other): return dispatch("maximum", self, other)
-    def __add__(self, other): return dispatch("add", self, other)
-    def __radd__(self, other): return dispatch("add", other, self)
-    def __sub__(self, other): return dispatch("sub", self, other)
-    def __rsub__(self, other): return dispatch("sub", other, self)
-    def __mul__(self, other): return dispatch("mul", self, other)
-    def __rmul__(self, other): return dispatch("mul", other, self)
-    def __truediv__(self, other): return dispatch("div", self, other)
-    def __rtruediv__(self, other): return dispatch("div", other, self)
-    def __pow__(self, other): return dispatch("pow", self, other)
-    def __rpow__(self, other): return dispatch("pow", other, self)
-    def __eq__(self, other): return dispatch("eq", self, other) if _is_operand(other) else NotImplemented
-    def __ne__(self, other): return dispatch("ne", self, other) if _is_operand(other) else NotImplemented
-    def __lt__(self, other): return dispatch("lt", self, other)
-    def __le__(self, other): return dispatch("le", self, other)
-    def __gt__(self, other): return dispatch("gt", self, other)
-    def __ge__(self, other): return dispatch("ge", self, other)
-
-    def add_(self, other): return dispatch("add_", self, other)
-    def sub_(self, other): return dispatch("sub_", self, other)
-    def mul_(self, other): return dispatch("mul_", self, other)
-    def div_(self, other): return dispatch("div_", self, other)
-    def __iadd__(self, other): return dispatch("add_", self, other)
-    def __isub__(self, other): return dispatch("sub_", self, other)
-    def __imul__(self, other): return dispatch("mul_", self, other)
-    def __itruediv__(self, other): return dispatch("div_", self, other)
-
-    def sum(self, dim=None, keepdim=False): return dispatch("sum", self, dim, keepdim)
-    def mean(self, dim=None, keepdim=False): return dispatch("mean", self, dim, keepdim)
-    def max(self, dim=None, keepdim=False): return dispatch("max", self, dim, keepdim)
-    def argmax(self, dim=None, keepdim=False): return dispatch("argmax", self, dim, keepdim)
-    def matmul(self, other): return dispatch("matmul", self, other)
-    def __matmul__(self, other): return dispatch("matmul", self, other)
-
-
-def _is_operand(x) -> bool:
-    return isinstance(x, (Tensor, bool, int, float))
-
-
-# The NumPy kernels of the elementwise operations: they get NumPy arrays of equal shapes
-# (or a NumPy scalar) already in the dtype to compute in.
-UNARY_KERNELS = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
-    "relu": lambda x: np.maximum(x, x.dtype.type(0)),
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "tanh": np.tanh,
-}
-FLOAT_RESULT = {"exp", "log", "sqrt", "sigmoid", "tanh"}  # integer and bool inputs give float32, as in torch
-BINARY_KERNELS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
-    "maximum": np.maximum, "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-}
-COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
-INPLACE_OPS = ("add", "sub", "mul", "div")  # x.add_(y) is the operator "add_"
-
-
-# %% [markdown]
-# ## 3. The dispatcher: one table for every operation
-#
-# Look at the `Tensor` class again: every method that computes — `x + y`,
-# `x.sum(1)`, `x.view(2, 3)`, `x[0]` — is one line, `dispatch(op, *args)`.
-# None of them knows how the work is done. That is PyTorch's design: between
-# the Python method and the code that touches memory sits the **dispatcher**,
-# a table with one row per operator and, in each row, one kernel per
-# **dispatch key**. Chapter 00's six levels, for `z = x + y` in picotorch:
-#
-# ```
-#  your code         z = x + y
-#  Python API        Tensor.__add__(x, y)  ->  dispatch("add", x, y)
-#  dispatcher        key set of the call = keys of x | keys of y       {CPU}
-#                    (| this thread's included keys, - its excluded ones)
-#                    highest key with a kernel in the row of "add":     CPU
-#  kernel            the CPU kernel of "add": your _binary (exercise 11)
-#  NumPy             np.add over two strided views of the storages
-#  hardware          one CPU core's vector units
-# ```
-#
-# - A **key** (`DispatchKey`) has a priority; a **key set** is a bit mask,
-#   one bit per key, and the key with the highest bit is served first.
-#   A tensor brings the keys of its storage: `{CPU}` for every tensor of this
-#   chapter.
-# - `@register_kernel(op, key)` puts a function in the table. The cells of
-#   your exercises are decorated with `@register_kernels(DispatchKey.CPU)`:
-#   each method you write there becomes the CPU kernel of the operator of its
-#   name (`__getitem__` serves `getitem`; your `_unary`, `_binary` and
-#   `_inplace` serve every elementwise operator). Helpers of yours (names with
-#   a leading `_`) and properties such as `T` join `Tensor` itself, so your
-#   kernels can call them.
-# - Later chapters add keys and kernels; none of them changes a method of
-#   `Tensor`. Chapter 02 puts an `Autograd` key in front of `CPU` (its
-#   kernels record the graph, then *redispatch* to the key below them), and
-#   `no_grad()` simply excludes that key on the current thread. Chapter 05
-#   adds a `CUDA` key whose kernels launch CUDA code, and a mode key that sees
-#   every call.
-# - An operator with no kernel for a key *falls through* to the next key if
-#   that key is declared a fallthrough (`register_fallthrough`), as torch does
-#   for keys like `AutogradOther`; a key may instead have a **fallback**, one
-#   kernel for every operator (`register_fallback(key, f)`, called as
-#   `f(op, *args)`), which is how a mode that logs or traces every call is
-#   built; otherwise the call is torch's error:
-#   `Could not run 'aten::max' with arguments from the 'CUDA' backend`.
-#
-# Where PyTorch differs: its keys are a fixed C++ enum,
-# [`c10/core/DispatchKey.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKey.h),
-# and its sets a 64-bit mask, [`c10/core/DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h);
-# the table is [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h)
-# with one `OperatorEntry` per operator ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)),
-# which precomputes the kernel of every key, as our `Operator` caches the
-# kernel of every key set it has seen. The thread's included and excluded keys
-# are [`c10/core/impl/LocalDispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/impl/LocalDispatchKeySet.h).
-# And `Tensor.__add__` is not Python code in torch: it is bound from C++
-# (`torch._C.TensorBase`, methods generated into `python_variable_methods.cpp`),
-# which calls the dispatcher for `aten::add.Tensor`.
-
-# %% reference=true
-class LocalDispatchKeySet(threading.local):
-    """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
-    included = 0
-    excluded = 0
-
-
-LOCAL_KEYS = LocalDispatchKeySet()
-TENSOR_KEYS = []   # (attribute, key): a tensor whose attribute is true also brings key (chapter 02: Autograd)
-FALLTHROUGH = 0    # the keys that an operator with no kernel for them falls through
-FALLBACKS = {}     # key priority -> fallback(op, *args, **kwargs): that key's kernel for every operator
-OPS = {}           # operator name -> Operator: the dispatcher's table
-
-
-class Operator:
-    """One row of the table: an operator's kernels by key, and the kernel each key set runs (computed once)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.kernels = {}  # key priority -> kernel
-        self.table = {}    # key set -> the kernel it runs
-
-    def kernel_for(self, keys: int):
-        kernel = self.table.get(keys)
-        if kernel is None:
-            kernel = self.table[keys] = self.compute(keys)
-        return kernel
-
-    def compute(self, keys: int):
-        remaining = keys or DispatchKey.CPU.bit  # no tensor argument (and no key included): the CPU
-        while remaining:
-            priority = remaining.bit_length() - 1
-            kernel = self.kernels.get(priority)
-            if kernel is not None:
-                return kernel
-            if priority in FALLBACKS:
-                return _calling_fallback(FALLBACKS[priority], self.name)
-            if not FALLTHROUGH >> priority & 1:
-                return self.missing(DispatchKey.of(priority))
-            remaining &= ~(1 << priority)
-        return self.missing(DispatchKey.CPU)
-
-    def missing(self, key):
-        def refuse(*args, **kwargs):
-            raise NotImplementedError(f"Could not run '{self.name}' with arguments from the '{key.name}' backend: "
-                                      f"picotorch has no {key.name} kernel for {self.name!r}")
-        return refuse
-
-    def __repr__(self):
-        keys = ", ".join(DispatchKey.of(p).name for p in sorted(self.kernels, reverse=True))
-        return f"<operator {self.name!r}: kernels for {keys or 'no key'}>"
-
-
-def operator(op: str) -> Operator:
-    entry = OPS.get(op)
-    if entry is None:
-        entry = OPS[op] = Operator(op)
-    return entry
-
-
-def _forget_tables() -> None:
-    for entry in OPS.values():
-        entry.table.clear()
-
-
-def register_kernel(op: str, *keys: DispatchKey):
-    """Decorator: the function is the kernel of `op` for each of `keys` (the newest registration wins)."""
-    def put(kernel):
-        entry = operator(op)
-        for key in keys:
-            entry.kernels[key.priority] = kernel
-        entry.table.clear()
-        return kernel
-    return put
-
-
-def _calling_fallback(fallback, op: str):
-    return lambda *args, **kwargs: fallback(op, *args, **kwargs)
-
-
-def register_fallback(key: DispatchKey, fallback) -> None:
-    """`fallback(op, *args, **kwargs)` is the `key` kernel of every operator that has none of its own (torch: a
-    boxed fallback, `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`): how a mode sees every call."""
-    FALLBACKS[key.priority] = fallback
-    _forget_tables()
-
-
-def register_fallthrough(key: DispatchKey) -> None:
-    """Operators with no kernel for `key` skip it and go on to the next key of the set."""
-    global FALLTHROUGH
-    FALLTHROUGH |= key.bit
-    _forget_tables()
-
-
-def fallthrough_keys() -> int:
-    """The key set of the keys registered as fallthroughs so far (FALLTHROUGH, read now)."""
-    return FALLTHROUGH
-
-
-def add_tensor_key(attribute: str, key: DispatchKey) -> None:
-    """Tensors whose `attribute` is true bring `key` into the key set of every call they are an argument of."""
-    if (attribute, key.bit) not in TENSOR_KEYS:
-        TENSOR_KEYS.append((attribute, key.bit))
-
-
-def key_set(*args) -> int:
-    """The key set of a call with these arguments: the keys of every tensor argument, plus the keys this
-    thread includes, minus the keys it excludes."""
-    keys = LOCAL_KEYS.included
-    for a in args:
-        if isinstance(a, Tensor):
-            keys |= a._storage.dispatch_keys
-            for attribute, bit in TENSOR_KEYS:
-                if getattr(a, attribute):
-                    keys |= bit
-    return keys & ~LOCAL_KEYS.excluded
-
-
-def key_names(keys: int) -> list:
-    """The names of the keys of a key set, highest priority first."""
-    return [DispatchKey.of(p).name for p in range(keys.bit_length() - 1, -1, -1) if keys >> p & 1]
-
-
-# dispatch and redispatch run on every operation, so they compute the key set inline (the loop of key_set,
-# without a call) and look the kernel up in the operator's table directly (kernel_for only on a miss).
-def dispatch(op: str, *args, **kwargs):
-    """Call the kernel of `op` for the highest key of the call's key set."""
-    local = LOCAL_KEYS
-    keys = local.included
-    for a in args:
-        if isinstance(a, Tensor):
-            keys |= a._storage.dispatch_keys
-            for attribute, bit in TENSOR_KEYS:
-                if getattr(a, attribute):
-                    keys |= bit
-    keys &= ~local.excluded
-    entry = OPS.get(op) or operator(op)
-    kernel = entry.table.get(keys) or entry.kernel_for(keys)
-    return kernel(*args, **kwargs)
-
-
-def redispatch(op: str, below: DispatchKey, *args, **kwargs):
-    """Call the kernel of `op` for the highest key of the call's key set that is below `below`: what a kernel
-    calls to hand the work on to the keys under its own."""
-    below_bits = below.bit - 1
-    local = LOCAL_KEYS
-    keys = local.included
-    for a in args:
-        if isinstance(a, Tensor):
-            keys |= a._storage.dispatch_keys
-            for attribute, bit in TENSOR_KEYS:
-                if bit & below_bits and getattr(a, attribute):  # keys at or above `below` are masked out anyway
-                    keys |= bit
-    keys &= below_bits & ~local.excluded
-    entry = OPS.get(op) or operator(op)
-    kernel = entry.table.get(keys) or entry.kernel_for(keys)
-    return kernel(*args, **kwargs)
-
-
-class ExcludeDispatchKeys:
-    """`with ExcludeDispatchKeys(key, ...):` this thread's calls skip these keys (torch: ExcludeDispatchKeyGuard)."""
-
-    def __init__(self, *keys: DispatchKey):
-        self.bits = 0
-        for key in keys:
-            self.bits |= key.bit
-
-    def __enter__(self):
-        self.previous = LOCAL_KEYS.excluded
-        LOCAL_KEYS.excluded = self.previous | self.bits
-
-    def __exit__(self, *exc):
-        LOCAL_KEYS.excluded = self.previous
-        return False
-
-
-class IncludeDispatchKeys(ExcludeDispatchKeys):
-    """`with IncludeDispatchKeys(key, ...):` these keys join every call's key set on this thread."""
-
-    def __enter__(self):
-        self.previous = LOCAL_KEYS.included
-        LOCAL_KEYS.included = self.previous | self.bits
-
-    def __exit__(self, *exc):
-        LOCAL_KEYS.included = self.previous
-        return False
-
-
-# Your exercises write the CPU kernels as methods of a small class; register_kernels files them in the table.
-KERNEL_OF_METHOD = {"__getitem__": "getitem"}
-_GROUP_ATTRIBUTES = ("__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
-                     "__static_attributes__")
-
-
-def _unary_kernel(unary, op):
-    return lambda x: unary(x, op)
-
-
-def _binary_kernel(binary, op):
-    def kernel(a, b):
-        return binary(a, op, b) if isinstance(a, Tensor) else binary(b, op, a, True)
-    return kernel
-
-
-def _inplace_kernel(inplace, op):
-    return lambda t, other: inplace(t, op, other)
-
-
-def register_kernels(*keys: DispatchKey):
-    """Class decorator: each method of the class is the kernel of the operator of its name for each of `keys`;
-    `_unary`, `_binary` and `_inplace` serve every elementwise operator; helpers (a leading `_`) and properties
-    join `Tensor`, so that the kernels can call them."""
-    def put(group):
-        for name, value in vars(group).items():
-            if name in _GROUP_ATTRIBUTES:
-                continue
-            if name == "_unary":
-                for op in UNARY_KERNELS:
-                    register_kernel(op, *keys)(_unary_kernel(value, op))
-            elif name == "_binary":
-                for op in BINARY_KERNELS:
-                    register_kernel(op, *keys)(_binary_kernel(value, op))
-            elif name == "_inplace":
-                for op in INPLACE_OPS:
-                    register_kernel(op + "_", *keys)(_inplace_kernel(value, op))
-            elif name in KERNEL_OF_METHOD or not (name.startswith("_") or isinstance(value, property)):
-                register_kernel(KERNEL_OF_METHOD.get(name, name), *keys)(value)
-                continue
-            if name not in vars(Tensor) or getattr(vars(Tensor)[name], "__qualname__", "").split(".")[0] != "Tensor":
-                setattr(Tensor, name, value)
-        return group
-    return put
-
-
-# The given CPU kernels: the bridges to NumPy and torch, printing, and writing through a view.
-@register_kernel("numpy", DispatchKey.CPU)
-def numpy_array(t: Tensor) -> np.ndarray:
-    """A NumPy array over t's memory (Tensor.numpy's work: what it runs directly when no mode watches)."""
-    made = t._numpy  # (the array's own shape too: from_numpy's caller may still reshape it in place)
-    if (made is not None and made[0] is t._storage and made[1] == t._shape and made[2] == t._stride
-            and made[3] == t._offset and made[4].shape == t._shape):
-        return made[4]
-    data = t._storage.data
-    if 0 in t._shape:
-        return np.empty(t._shape, data.dtype)
-    item = data.itemsize
-    array = np.ndarray(t._shape, data.dtype, buffer=data, offset=t._offset * item,
-                       strides=[s * item for s in t._stride])  # (a list: quicker to build than a tuple(...))
-    t._numpy = (t._storage, t._shape, t._stride, t._offset, array)
-    return array
-
-
-@register_kernel("to_torch", DispatchKey.CPU)
-def _to_torch_cpu(t: Tensor) -> torch.Tensor:
-    return torch.from_numpy(t._storage.data).as_strided(t._shape, t._stride, t._offset)
-
-
-REPR_FIELDS = []  # functions t -> "" or ", name=value": what later chapters add inside tensor(...)
-
-
-def tensor_repr(t: Tensor, values: np.ndarray) -> str:
-    """torch's repr of t, whose values (on the CPU) are `values`."""
-    body = np.array2string(values, separator=", ", prefix="tensor(")
-    return f"tensor({body}, dtype={t.dtype}{''.join(field(t) for field in REPR_FIELDS)})"
-
-
-@register_kernel("repr", DispatchKey.CPU)
-def _repr_cpu(t: Tensor) -> str:
-    return tensor_repr(t, t.numpy())
-
-
-@register_kernel("setitem", DispatchKey.CPU)
-def _setitem_cpu(t: Tensor, key, value) -> None:
-    view = t[key]
-    view.numpy()[...] = value.numpy() if isinstance(value, Tensor) else value
-
-
 # %% [markdown]
 # ## 4. Bridges to torch, and a few ways to make tensors
 #
@@ -763,6 +417,7 @@ def _setitem_cpu(t: Tensor, key, value) -> None:
 # and you can use them to experiment. `empty`, `zeros`, `tensor` and `arange`
 # make fresh, contiguous tensors; `from_numpy` wraps a NumPy result. They call
 # your `contiguous_strides` from exercise 1.
+# (`t.to_torch()` works once section 5's dispatcher is in.)
 
 # %% reference=true
 def from_torch(t: torch.Tensor) -> Tensor:
@@ -809,7 +464,6 @@ def tensor(data, dtype: DType = None) -> Tensor:
 def arange(n: int, dtype: DType = int64) -> Tensor:
     return from_numpy(np.arange(n, dtype=dtype.numpy))
 
-
 # %% [markdown]
 # The tests of this chapter apply *chains* of operations — say
 # `x.transpose(0, 1)[1:, ::2].unsqueeze(0)` — to a torch tensor and to your
@@ -820,10 +474,6 @@ def arange(n: int, dtype: DType = int64) -> Tensor:
 # that went wrong, with its layout: shape, strides and offset.
 
 # %%
-from course.testing import (Op, call_yours, describe, fail, for_random_inputs, layout, random_dim, random_index,
-                            random_layout, random_shape, same_chain, same_outcome, same_random_chain)
-
-
 def check_chain(base: torch.Tensor, ops, name="x"):
     """Apply ops step by step to base and to from_torch(base); compare after every step."""
     same_chain(base, ops, ours=from_torch, name=name)
@@ -832,77 +482,6 @@ def check_chain(base: torch.Tensor, ops, name="x"):
 def check_chain_of(draw, x, names, length):
     """A random chain of `length` ops among `names` (each fitting the result of the one before), checked."""
     same_random_chain(draw, x, names, length, ours=from_torch)
-
-
-# %% [markdown]
-# ## Exercise 1 — contiguous strides, and where an element lives
-#
-# A fresh tensor is **contiguous**: its last dim has stride 1, and each dim's
-# stride is the previous stride times the previous size, going right to left.
-# For shape `(2, 3, 4)`:
-#
-# | dim | 0 | 1 | 2 |
-# |---|---|---|---|
-# | size | 2 | 3 | 4 |
-# | stride | 3·4 = 12 | 4 | 1 |
-#
-# One rule from torch: a dim of size 0 counts as size 1 when computing the
-# strides of the dims before it, so `(2, 0, 3)` has strides `(3, 3, 1)`.
-#
-# Write `contiguous_strides(shape)` (a tuple; `()` for shape `()`) and
-# `storage_position(index, stride, offset)`: the storage position of the
-# element at `index` (a tuple of non-negative ints, one per dim).
-#
-# Real PyTorch: `c10/core/TensorImpl.h` (`empty_tensor_restride`), and the
-# contiguity rule in [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h).
-
-# %% solution="ex_strides" reference=true
-def contiguous_strides(shape) -> tuple:
-    """The strides of a fresh (contiguous, row-major) tensor of this shape."""
-    ### BEGIN SOLUTION
-    strides, step = (), 1
-    for size in reversed(tuple(shape)):
-        strides = (step,) + strides
-        if size > 1:  # a dim of size 0 or 1 never steps: it leaves the step as it is
-            step *= size
-    return strides
-    ### END SOLUTION
-
-
-def storage_position(index, stride, offset: int = 0) -> int:
-    """Where element `index` lives in the storage: offset + sum of index[d] * stride[d]."""
-    ### BEGIN SOLUTION
-    position = offset
-    for i, s in zip(index, stride):
-        position += i * s
-    return position
-    ### END SOLUTION
-
-
-# %% tests="ex_strides" points=1
-for shape in [(3, 4), (2, 3, 4), (5,), (), (2, 0, 3), (1, 1)]:
-    what = f"contiguous_strides({shape})"
-    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
-x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
-what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"
-compare.assert_equal(call_yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
-                     x[1, 2, 0].storage_offset(), what)
-print("visible tests passed")
-### BEGIN HIDDEN TESTS
-def test_strides(draw):
-    shape = random_shape(draw, max_dims=5, max_size=5)
-    what = f"contiguous_strides({shape})"
-    compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
-    t = random_layout(draw)
-    if t.numel():
-        index = tuple(draw(0, s - 1) for s in t.shape)
-        what = f"storage_position({index}, stride={t.stride()}, offset={t.storage_offset()})"
-        compare.assert_equal(call_yours(what, storage_position, index, t.stride(), t.storage_offset()),
-                             t[index].storage_offset(), what)
-
-
-for_random_inputs(test_strides, 150)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Exercise 2 — what a tensor knows about itself
@@ -956,7 +535,6 @@ class TensorBasics:
         return True
         ### END SOLUTION
 
-
 # %% tests="ex_tensor_basics" points=2
 def expect_basics(t: torch.Tensor, what: str):
     ours = from_torch(t)
@@ -982,6 +560,301 @@ def test_basics(draw):
 
 for_random_inputs(test_basics, 150)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. The dispatcher: one table for every operation
+#
+# Every method of `Tensor` that computes — `x + y`, `x.sum(1)`, `x.view(2, 3)`,
+# `x[0]` — is one line, `dispatch(op, *args)`. None of them knows how the work
+# is done. That is PyTorch's design: between the Python method and the code that
+# touches memory sits the **dispatcher**, a table with one row per operator and,
+# in each row, one kernel per **dispatch key**. Chapter 00's six levels, for
+# `z = x + y` in picotorch:
+#
+# ```
+#  your code         z = x + y
+#  Python API        Tensor.__add__(x, y)  ->  dispatch("add", x, y)
+#  dispatcher        the keys of the call: those of x's and y's storages   {CPU}
+#                    the highest key with a kernel in the row of "add":     CPU
+#  kernel            the CPU kernel of "add": your _binary (exercise 11)
+#  NumPy             np.add over two strided views of the storages
+#  hardware          one CPU core's vector units
+# ```
+#
+# In this chapter every tensor brings the one key `CPU`, so every call runs a
+# CPU kernel. The table is ready for more: a **key set** is a bit mask (bit
+# `priority` for each key), and `dispatch` serves the highest key of the set
+# that has a kernel. The thread's `LOCAL_KEYS` and the tables `TENSOR_KEYS`,
+# `FALLTHROUGH` and `FALLBACKS` stay empty here; chapter 02 fills them when it
+# puts autograd in front of `CPU`, chapter 05 when a mode watches every call.
+#
+# Where PyTorch differs: its keys are a fixed C++ enum,
+# [`c10/core/DispatchKey.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKey.h),
+# and its sets a 64-bit mask, [`c10/core/DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h);
+# the table is [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h)
+# with one `OperatorEntry` per operator ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)),
+# which precomputes the kernel of every key, as our `Operator` caches the
+# kernel of every key set it has seen.
+
+# %% [markdown]
+# The table: an `Operator` per operator name, holding its kernels by key and
+# remembering which kernel each key set it has seen runs.
+
+# %% reference=true
+class LocalDispatchKeySet(threading.local):
+    """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
+    included = 0
+    excluded = 0
+
+
+LOCAL_KEYS = LocalDispatchKeySet()
+TENSOR_KEYS = []      # (attribute, key bit): a tensor whose attribute is true also brings that key (chapter 02)
+FALLTHROUGH = set()  # priorities of the keys an operator with no kernel for them falls through (chapter 02)
+FALLBACKS = {}       # key priority -> fallback(op, *args, **kwargs): that key's kernel for every operator (05)
+OPS = {}           # operator name -> Operator: the dispatcher's table
+
+
+class Operator:
+    """One row of the table: an operator's kernels by key, and the kernel each key set runs (computed once)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.kernels = {}  # key priority -> kernel
+        self.table = {}    # key set -> the kernel it runs
+
+    def kernel_for(self, keys: int):
+        kernel = self.table.get(keys)
+        if kernel is None:
+            kernel = self.table[keys] = self.compute(keys)
+        return kernel
+
+    def compute(self, keys: int):
+        remaining = keys or DispatchKey.CPU.bit  # no tensor argument (and no key included): the CPU
+        while remaining:
+            priority = remaining.bit_length() - 1
+            kernel = self.kernels.get(priority)
+            if kernel is not None:
+                return kernel
+            if priority in FALLBACKS:
+                return functools.partial(FALLBACKS[priority], self.name)
+            if priority not in FALLTHROUGH:
+                return self.missing(DispatchKey.of(priority))
+            remaining &= ~(1 << priority)
+        return self.missing(DispatchKey.CPU)
+
+    def missing(self, key):
+        def refuse(*args, **kwargs):
+            raise NotImplementedError(f"Could not run '{self.name}' with arguments from the '{key.name}' backend: "
+                                      f"picotorch has no {key.name} kernel for {self.name!r}")
+        return refuse
+
+    def __repr__(self):
+        keys = ", ".join(DispatchKey.of(p).name for p in sorted(self.kernels, reverse=True))
+        return f"<operator {self.name!r}: kernels for {keys or 'no key'}>"
+
+
+# %% [markdown]
+# Registering a kernel, the key set of a call, and `dispatch` itself:
+
+# %% reference=true
+def operator(op: str) -> Operator:
+    entry = OPS.get(op)
+    if entry is None:
+        entry = OPS[op] = Operator(op)
+    return entry
+
+
+def forget_kernel_choices() -> None:
+    """Empty every operator's cache of the kernel per key set: after a change of FALLTHROUGH or FALLBACKS."""
+    for entry in OPS.values():
+        entry.table.clear()
+
+
+def register_kernel(op: str, *keys: DispatchKey):
+    """Decorator: the function is the kernel of `op` for each of `keys` (the newest registration wins)."""
+    def put(kernel):
+        entry = operator(op)
+        for key in keys:
+            entry.kernels[key.priority] = kernel
+        entry.table.clear()
+        return kernel
+    return put
+
+
+def key_set(*args) -> int:
+    """The key set of a call with these arguments: the keys of every tensor argument, plus the keys this
+    thread includes, minus the keys it excludes."""
+    keys = LOCAL_KEYS.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if getattr(a, attribute):
+                    keys |= bit
+    return keys & ~LOCAL_KEYS.excluded
+
+
+def key_names(keys: int) -> list:
+    """The names of the keys of a key set, highest priority first."""
+    return [DispatchKey.of(p).name for p in range(keys.bit_length() - 1, -1, -1) if keys >> p & 1]
+
+
+# dispatch runs on every operation, so it computes the key set inline (the loop of key_set, without a call) and
+# looks the kernel up in the operator's table directly (kernel_for only on a miss).
+def dispatch(op: str, *args, **kwargs):
+    """Call the kernel of `op` for the highest key of the call's key set."""
+    local = LOCAL_KEYS
+    keys = local.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if getattr(a, attribute):
+                    keys |= bit
+    keys &= ~local.excluded
+    entry = OPS.get(op) or operator(op)
+    kernel = entry.table.get(keys) or entry.kernel_for(keys)
+    return kernel(*args, **kwargs)
+
+# %% [markdown]
+# `@register_kernel(op, key)` puts one function in the table. The cells of your
+# exercises are decorated with `@register_kernels(DispatchKey.CPU)`: each method
+# you write there becomes the CPU kernel of the operator of its name
+# (`__getitem__` serves `getitem`; your `_unary`, `_binary` and `_inplace` serve
+# every elementwise operator). Helpers of yours (names with a leading `_`) and
+# properties such as `T` join `Tensor` itself, so your kernels can call them.
+
+# %% reference=true
+# Your exercises write the CPU kernels as methods of a small class; register_kernels files them in the table.
+KERNEL_OF_METHOD = {"__getitem__": "getitem"}
+_GROUP_ATTRIBUTES = ("__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
+                     "__static_attributes__")
+
+
+def _unary_kernel(unary, op):
+    return lambda x: unary(x, op)
+
+
+def _binary_kernel(binary, op):
+    def kernel(a, b):
+        return binary(a, op, b) if isinstance(a, Tensor) else binary(b, op, a, True)
+    return kernel
+
+
+def _inplace_kernel(inplace, op):
+    return lambda t, other: inplace(t, op, other)
+
+
+def _given(value) -> bool:
+    """Is this attribute of Tensor the given code's (the class Tensor or a given group `Tensor...`)? Those stay."""
+    return getattr(value, "__qualname__", "").split(".")[0].startswith("Tensor")
+
+
+def register_kernels(*keys: DispatchKey):
+    """Class decorator: each method of the class is the kernel of the operator of its name for each of `keys`;
+    `_unary`, `_binary` and `_inplace` serve every elementwise operator; helpers (a leading `_`) and properties
+    join `Tensor`, so that the kernels can call them."""
+    def put(group):
+        for name, value in vars(group).items():
+            if name in _GROUP_ATTRIBUTES:
+                continue
+            if name == "_unary":
+                for op in UNARY_KERNELS:
+                    register_kernel(op, *keys)(_unary_kernel(value, op))
+            elif name == "_binary":
+                for op in BINARY_KERNELS:
+                    register_kernel(op, *keys)(_binary_kernel(value, op))
+            elif name == "_inplace":
+                for op in INPLACE_OPS:
+                    register_kernel(op + "_", *keys)(_inplace_kernel(value, op))
+            elif name in KERNEL_OF_METHOD or not (name.startswith("_") or isinstance(value, property)):
+                register_kernel(KERNEL_OF_METHOD.get(name, name), *keys)(value)
+                continue
+            if name not in vars(Tensor) or not _given(vars(Tensor)[name]):
+                setattr(Tensor, name, value)
+        return group
+    return put
+
+# %% [markdown]
+# A few CPU kernels are given: the bridges to NumPy and to torch, printing, and
+# writing through a view (`t[key] = value` writes into `t[key]`, the view of
+# exercise 8).
+
+# %% reference=true
+# The given CPU kernels: the bridges to NumPy and torch, printing, and writing through a view.
+@register_kernel("numpy", DispatchKey.CPU)
+def numpy_array(t: Tensor) -> np.ndarray:
+    """A NumPy array over t's memory (Tensor.numpy's work: what it runs directly when no mode watches)."""
+    made = t._numpy  # (the array's own shape too: from_numpy's caller may still reshape it in place)
+    if (made is not None and made[0] is t._storage and made[1] == t._shape and made[2] == t._stride
+            and made[3] == t._offset and made[4].shape == t._shape):
+        return made[4]
+    data = t._storage.data
+    if 0 in t._shape:
+        return np.empty(t._shape, data.dtype)
+    item = data.itemsize
+    array = np.ndarray(t._shape, data.dtype, buffer=data, offset=t._offset * item,
+                       strides=[s * item for s in t._stride])  # (a list: quicker to build than a tuple(...))
+    t._numpy = (t._storage, t._shape, t._stride, t._offset, array)
+    return array
+
+
+@register_kernel("to_torch", DispatchKey.CPU)
+def _to_torch_cpu(t: Tensor) -> torch.Tensor:
+    return torch.from_numpy(t._storage.data).as_strided(t._shape, t._stride, t._offset)
+
+
+REPR_FIELDS = []  # functions t -> "" or ", name=value": what later chapters add inside tensor(...)
+
+
+def tensor_repr(t: Tensor, values: np.ndarray) -> str:
+    """torch's repr of t, whose values (on the CPU) are `values`."""
+    body = np.array2string(values, separator=", ", prefix="tensor(")
+    return f"tensor({body}, dtype={t.dtype}{''.join(field(t) for field in REPR_FIELDS)})"
+
+
+@register_kernel("repr", DispatchKey.CPU)
+def _repr_cpu(t: Tensor) -> str:
+    return tensor_repr(t, t.numpy())
+
+
+@register_kernel("setitem", DispatchKey.CPU)
+def _setitem_cpu(t: Tensor, key, value) -> None:
+    view = t[key]
+    view.numpy()[...] = value.numpy() if isinstance(value, Tensor) else value
+
+# %% [markdown]
+# And the methods that make copies and views, each one dispatch call. Their CPU
+# kernels are yours: exercises 3 to 8. Until an exercise is done, its method
+# says so: `Could not run 'view' ...: picotorch has no CPU kernel for 'view'`.
+
+# %% reference=true
+@add_methods(Tensor)
+class TensorCopiesAndViews:
+    """Every method of Tensor that computes is one call of the dispatcher: the work is the kernel of its operator."""
+    def to_torch(self) -> torch.Tensor:
+        """A torch.Tensor over the same memory, with the same shape, strides and offset."""
+        return dispatch("to_torch", self)
+
+    def __repr__(self): return dispatch("repr", self)
+    def item(self): return dispatch("item", self)
+    def tolist(self): return dispatch("tolist", self)
+    def contiguous(self): return dispatch("contiguous", self)
+
+    def clone(self): return dispatch("clone", self)
+    def view(self, *shape): return dispatch("view", self, shape_arg(shape))
+    def reshape(self, *shape): return dispatch("reshape", self, shape_arg(shape))
+    def transpose(self, dim0, dim1): return dispatch("transpose", self, dim0, dim1)
+    def permute(self, *dims): return dispatch("permute", self, shape_arg(dims))
+    def unsqueeze(self, dim): return dispatch("unsqueeze", self, dim)
+    def squeeze(self, dim=None): return dispatch("squeeze", self, dim)
+    def flatten(self, start_dim=0, end_dim=-1): return dispatch("flatten", self, start_dim, end_dim)
+    def narrow(self, dim, start, length): return dispatch("narrow", self, dim, start, length)
+    def __getitem__(self, key): return dispatch("getitem", self, key)
+    def expand(self, *sizes): return dispatch("expand", self, shape_arg(sizes))
+    def broadcast_to(self, shape): return dispatch("broadcast_to", self, tuple(shape))
+    def as_strided(self, size, stride, storage_offset=None):
+        return dispatch("as_strided", self, tuple(size), tuple(stride), storage_offset)
 
 # %% [markdown]
 # ## Exercise 3 — copies: `contiguous`, `clone`, `item`, `tolist`
@@ -1046,7 +919,6 @@ def _non_overlapping_and_dense(shape, stride) -> bool:
         expected *= shape[d]
     return True
 
-
 # %% solution="ex_copies" reference=true
 @register_kernels(DispatchKey.CPU)
 class Copies:
@@ -1085,7 +957,6 @@ class Copies:
 
         return build(0, self._offset)
         ### END SOLUTION
-
 
 # %% tests="ex_copies" points=2
 def expect_copies(t: torch.Tensor, what: str):
@@ -1242,7 +1113,6 @@ class Views:
         return self.contiguous().view(shape)
         ### END SOLUTION
 
-
 # %% tests="ex_view" points=3
 x = torch.arange(24.).reshape(2, 3, 4)
 check_chain(x, [Op("view", 6, 4)])
@@ -1334,7 +1204,6 @@ class Transposes:
         return self.transpose(-2, -1)
         ### END SOLUTION
 
-
 # %% tests="ex_transpose" points=2
 x = torch.arange(24.).reshape(2, 3, 4)
 check_chain(x, [Op("transpose", 0, 1)])
@@ -1419,7 +1288,6 @@ class SizeOneDims:
         merged = math.prod(self._shape[start:end + 1])
         return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])
         ### END SOLUTION
-
 
 # %% tests="ex_unsqueeze" points=2
 x = torch.arange(24.).reshape(2, 3, 4)
@@ -1507,7 +1375,6 @@ class Windows:
                                    f"{len(self._storage)}")
         return Tensor(self._storage, size, stride, offset)
         ### END SOLUTION
-
 
 # %% tests="ex_narrow" points=2
 x = torch.arange(24.).reshape(2, 3, 4)
@@ -1598,7 +1465,6 @@ class Indexing:
                 d += 1
         return Tensor(self._storage, tuple(shape) + self._shape[d:], tuple(stride) + self._stride[d:], offset)
         ### END SOLUTION
-
 
 # %% tests="ex_indexing" points=3
 x = torch.arange(24.).reshape(2, 3, 4)
@@ -1726,7 +1592,6 @@ class Broadcasting:
         return self.expand(tuple(shape))
         ### END SOLUTION
 
-
 # %% tests="ex_broadcast" points=2
 def expect_broadcast_shapes(*shapes):
     what = f"broadcast_shapes{shapes}"
@@ -1844,7 +1709,6 @@ def can_cast(from_: DType, to: DType) -> bool:
     return from_.category <= to.category
     ### END SOLUTION
 
-
 # %% tests="ex_promotion" points=2
 TORCH_DTYPES = [torch.bool, torch.int64, torch.float32, torch.float64]
 
@@ -1884,6 +1748,81 @@ for ka in ("tensor", "0-dim", "number"):
             for db in TORCH_DTYPES[:3] if kb == "number" else TORCH_DTYPES:
                 expect_result_type(operand(ka, da), operand(kb, db))
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# The arithmetic methods of `Tensor` are given, each one call of the dispatcher
+# (`x + y` is `dispatch("add", x, y)`, `2 - x` is `dispatch("sub", 2, x)`),
+# with the NumPy functions that compute each operator (`UNARY_KERNELS`,
+# `BINARY_KERNELS`) and the operators with a rule of their own.
+
+# %% reference=true
+@add_methods(Tensor)
+class TensorArithmetic:
+    """The elementwise operators: each one dispatch call, served by your _unary, _binary and _inplace."""
+    def neg(self): return dispatch("neg", self)
+    def abs(self): return dispatch("abs", self)
+    def exp(self): return dispatch("exp", self)
+    def log(self): return dispatch("log", self)
+    def sqrt(self): return dispatch("sqrt", self)
+    def relu(self): return dispatch("relu", self)
+    def sigmoid(self): return dispatch("sigmoid", self)
+    def tanh(self): return dispatch("tanh", self)
+    def __neg__(self): return dispatch("neg", self)
+    def __abs__(self): return dispatch("abs", self)
+
+    def add(self, other): return dispatch("add", self, other)
+    def sub(self, other): return dispatch("sub", self, other)
+    def mul(self, other): return dispatch("mul", self, other)
+    def div(self, other): return dispatch("div", self, other)
+    def pow(self, other): return dispatch("pow", self, other)
+    def maximum(self, other): return dispatch("maximum", self, other)
+    def __add__(self, other): return dispatch("add", self, other)
+    def __radd__(self, other): return dispatch("add", other, self)
+    def __sub__(self, other): return dispatch("sub", self, other)
+    def __rsub__(self, other): return dispatch("sub", other, self)
+    def __mul__(self, other): return dispatch("mul", self, other)
+    def __rmul__(self, other): return dispatch("mul", other, self)
+    def __truediv__(self, other): return dispatch("div", self, other)
+    def __rtruediv__(self, other): return dispatch("div", other, self)
+    def __pow__(self, other): return dispatch("pow", self, other)
+    def __rpow__(self, other): return dispatch("pow", other, self)
+    def __eq__(self, other): return dispatch("eq", self, other) if _is_operand(other) else NotImplemented
+    def __ne__(self, other): return dispatch("ne", self, other) if _is_operand(other) else NotImplemented
+    def __lt__(self, other): return dispatch("lt", self, other)
+    def __le__(self, other): return dispatch("le", self, other)
+    def __gt__(self, other): return dispatch("gt", self, other)
+    def __ge__(self, other): return dispatch("ge", self, other)
+
+    def add_(self, other): return dispatch("add_", self, other)
+    def sub_(self, other): return dispatch("sub_", self, other)
+    def mul_(self, other): return dispatch("mul_", self, other)
+    def div_(self, other): return dispatch("div_", self, other)
+    def __iadd__(self, other): return dispatch("add_", self, other)
+    def __isub__(self, other): return dispatch("sub_", self, other)
+    def __imul__(self, other): return dispatch("mul_", self, other)
+    def __itruediv__(self, other): return dispatch("div_", self, other)
+
+
+def _is_operand(x) -> bool:
+    return isinstance(x, (Tensor, bool, int, float))
+
+
+# The NumPy kernels of the elementwise operations: they get NumPy arrays of equal shapes
+# (or a NumPy scalar) already in the dtype to compute in.
+UNARY_KERNELS = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh": np.tanh,
+}
+FLOAT_RESULT = {"exp", "log", "sqrt", "sigmoid", "tanh"}  # integer and bool inputs give float32, as in torch
+BINARY_KERNELS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+    "maximum": np.maximum, "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+INPLACE_OPS = ("add", "sub", "mul", "div")  # x.add_(y) is the operator "add_"
 
 # %% [markdown]
 # ## Exercise 11 — elementwise operations
@@ -1974,7 +1913,6 @@ class Elementwise:
         self.numpy()[...] = result.numpy()
         return self
         ### END SOLUTION
-
 
 # %% tests="ex_elementwise" points=3
 UNARY = ["neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh"]
@@ -2120,6 +2058,24 @@ for t in (torch.tensor([[3, -2, 0], [1, 5, -4]]), torch.tensor([[True, False, Tr
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# The reduction methods and `matmul`, given: one dispatch call each. `x.max(dim)`
+# returns a pair `(values, indices)`, a named tuple as torch's.
+
+# %% reference=true
+MaxResult = namedtuple("max", ["values", "indices"])
+
+
+@add_methods(Tensor)
+class TensorReductions:
+    """Reductions and matmul: one dispatch call each."""
+    def sum(self, dim=None, keepdim=False): return dispatch("sum", self, dim, keepdim)
+    def mean(self, dim=None, keepdim=False): return dispatch("mean", self, dim, keepdim)
+    def max(self, dim=None, keepdim=False): return dispatch("max", self, dim, keepdim)
+    def argmax(self, dim=None, keepdim=False): return dispatch("argmax", self, dim, keepdim)
+    def matmul(self, other): return dispatch("matmul", self, other)
+    def __matmul__(self, other): return dispatch("matmul", self, other)
+
+# %% [markdown]
 # ## Exercise 12 — reductions: `sum`, `mean`, `max`, `argmax`
 #
 # A reduction folds one or more dims into one value each. `dim=None` means all
@@ -2215,7 +2171,6 @@ class Reductions:
             out = np.argmax(self.numpy(), axis=d if self.dim() else None, keepdims=keepdim)
         return from_numpy(np.asarray(out, np.int64))
         ### END SOLUTION
-
 
 # %% tests="ex_reductions" points=2
 def reduce_call(name, args, kwargs):
@@ -2325,7 +2280,6 @@ class MatMul:
         return out
         ### END SOLUTION
 
-
 # %% tests="ex_matmul" points=2
 def expect_matmul(a, b, a_text="a", b_text="b"):
     what = f"{a_text} @ {b_text} where {a_text}: {describe(a)}, {b_text}: {describe(b)}"
@@ -2375,13 +2329,11 @@ explore(from_torch)
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
 __all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "promote_types",
-           "DispatchKey", "DEVICE_OF_TYPE", "register_device", "Storage", "add_methods", "wrap_dim", "shape_arg",
+           "DISPATCH_KEYS", "DispatchKey", "DEVICE_OF_TYPE", "register_device", "Storage", "add_methods", "wrap_dim", "shape_arg",
            "MaxResult", "Tensor", "UNARY_KERNELS",
            "FLOAT_RESULT", "BINARY_KERNELS", "COMPARISONS", "INPLACE_OPS", "LocalDispatchKeySet", "LOCAL_KEYS",
-           "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "register_kernel",
-           "register_fallback", "register_fallthrough", "fallthrough_keys",
-           "add_tensor_key", "key_set", "key_names", "dispatch", "redispatch", "ExcludeDispatchKeys",
-           "IncludeDispatchKeys", "KERNEL_OF_METHOD", "register_kernels", "numpy_array", "REPR_FIELDS", "tensor_repr",
+           "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "forget_kernel_choices",
+           "register_kernel", "key_set", "key_names", "dispatch", "KERNEL_OF_METHOD", "register_kernels", "numpy_array", "REPR_FIELDS", "tensor_repr",
            "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",
            "storage_position", "dense_strides_like", "infer_size", "view_strides", "broadcast_shapes",
            "result_type", "can_cast", "reduction_dims"]

@@ -65,9 +65,9 @@ import weakref
 import numpy as np
 import torch
 
-from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
-                       bool_, broadcast_shapes, dispatch, float32, from_numpy, from_torch, redispatch,
-                       register_fallthrough, register_kernel, shape_arg, wrap_dim, zeros)
+from picotorch import (FALLBACKS, FALLTHROUGH, LOCAL_KEYS, OPS, REPR_FIELDS, TENSOR_KEYS, DispatchKey, MaxResult, Tensor,
+                       add_methods, arange, bool_, broadcast_shapes, dispatch, float32, forget_kernel_choices,
+                       from_numpy, from_torch, operator, register_kernel, shape_arg, wrap_dim, zeros)
 
 # %% [markdown]
 # ## 2. Grad mode
@@ -103,7 +103,7 @@ from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, 
 # graph (exercise 2 onwards), and two small helpers.
 
 # %% reference=true
-DispatchKey.declare("Autograd", 8)  # above CPU (0) and, in chapter 05, CUDA; below the modes
+DispatchKey.declare("Autograd")  # priority 8 (chapter 01's DISPATCH_KEYS): above the backends and the modes
 _AUTOGRAD = DispatchKey.Autograd.bit
 
 
@@ -1399,6 +1399,96 @@ with_fixed_inputs(test_a_very_deep_chain)
 # counters, `CopySlices`) that this chapter leaves out. Their `Autograd` kernel
 # raises; inside `no_grad()` the key is excluded and they work — that is how an
 # optimizer updates weights.
+
+# %% [markdown]
+# Chapter 01's dispatcher left three of its tables empty; autograd needs them
+# (the next cell is given):
+#
+# - `add_tensor_key(attribute, key)`: a tensor whose `attribute` is true
+#   brings `key` into every call's key set (`_requires_grad` brings Autograd);
+# - `register_fallthrough(key)`: an operator with no kernel for `key` goes on
+#   to the next key of the set instead of failing;
+# - `redispatch(op, below, ...)`: the call again, with only the keys below
+#   `below` — how the autograd kernel hands the arithmetic to the CPU kernel.
+#
+# `ExcludeDispatchKeys(key)` takes a key out of this thread's calls for a
+# `with` block (grad mode is that for Autograd); its twin
+# `IncludeDispatchKeys`, and `register_fallback(key, f)` (one kernel of `key`
+# for every operator), are what chapter 05's modes are made of. torch:
+# [`c10/core/impl/LocalDispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/impl/LocalDispatchKeySet.h),
+# fallthroughs and fallbacks in [`aten/src/ATen/core/dispatch/OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp).
+
+# %% reference=true
+def add_tensor_key(attribute: str, key: DispatchKey) -> None:
+    """Tensors whose `attribute` is true bring `key` into the key set of every call they are an argument of."""
+    if (attribute, key.bit) not in TENSOR_KEYS:
+        TENSOR_KEYS.append((attribute, key.bit))
+
+
+def register_fallthrough(key: DispatchKey) -> None:
+    """Operators with no kernel for `key` skip it and go on to the next key of the set."""
+    FALLTHROUGH.add(key.priority)
+    forget_kernel_choices()
+
+
+def fallthrough_keys() -> int:
+    """The key set of the keys registered as fallthroughs so far."""
+    return sum(1 << priority for priority in FALLTHROUGH)
+
+
+def register_fallback(key: DispatchKey, fallback) -> None:
+    """`fallback(op, *args, **kwargs)` is the `key` kernel of every operator that has none of its own (torch: a
+    boxed fallback, `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`): how a mode sees every call."""
+    FALLBACKS[key.priority] = fallback
+    forget_kernel_choices()
+
+
+def redispatch(op: str, below: DispatchKey, *args, **kwargs):
+    """Call the kernel of `op` for the highest key of the call's key set that is below `below`: what a kernel
+    calls to hand the work on to the keys under its own. (It runs on every autograd call: the key set inline.)"""
+    below_bits = below.bit - 1
+    local = LOCAL_KEYS
+    keys = local.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if bit & below_bits and getattr(a, attribute):  # keys at or above `below` are masked out anyway
+                    keys |= bit
+    keys &= below_bits & ~local.excluded
+    entry = OPS.get(op) or operator(op)
+    kernel = entry.table.get(keys) or entry.kernel_for(keys)
+    return kernel(*args, **kwargs)
+
+
+class ExcludeDispatchKeys:
+    """`with ExcludeDispatchKeys(key, ...):` this thread's calls skip these keys (torch: ExcludeDispatchKeyGuard)."""
+
+    def __init__(self, *keys: DispatchKey):
+        self.bits = 0
+        for key in keys:
+            self.bits |= key.bit
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.excluded
+        LOCAL_KEYS.excluded = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.excluded = self.previous
+        return False
+
+
+class IncludeDispatchKeys(ExcludeDispatchKeys):
+    """`with IncludeDispatchKeys(key, ...):` these keys join every call's key set on this thread."""
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.included
+        LOCAL_KEYS.included = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.included = self.previous
+        return False
+
 
 # %% reference=true
 add_tensor_key("_requires_grad", DispatchKey.Autograd)  # a tensor that requires grad brings the Autograd key
@@ -2953,7 +3043,8 @@ explore(from_torch, no_grad)
 
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
-__all__ = ["is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
+__all__ = ["add_tensor_key", "register_fallthrough", "fallthrough_keys", "register_fallback", "redispatch",
+           "ExcludeDispatchKeys", "IncludeDispatchKeys", "is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
            "AccumulateGrad", "gradient_edge", "FREED", "BackwardNode", "Function", "NOT_REQUIRING_GRAD",
            "NOT_SCALAR", "FUNCTIONS", "register", "KERNELS", "unary_kernel", "binary_kernel", "shape_of", "where",
            "Neg", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Abs", "sum_to_shape", "Add", "Sub", "Mul",

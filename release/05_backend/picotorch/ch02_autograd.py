@@ -8,12 +8,12 @@ import weakref
 import numpy as np
 import torch
 
-from picotorch import (LOCAL_KEYS, REPR_FIELDS, DispatchKey, MaxResult, Tensor, add_methods, add_tensor_key, arange,
-                       bool_, broadcast_shapes, dispatch, float32, from_numpy, from_torch, redispatch,
-                       register_fallthrough, register_kernel, shape_arg, wrap_dim, zeros)
+from picotorch import (FALLBACKS, FALLTHROUGH, LOCAL_KEYS, OPS, REPR_FIELDS, TENSOR_KEYS, DispatchKey, MaxResult, Tensor,
+                       add_methods, arange, bool_, broadcast_shapes, dispatch, float32, forget_kernel_choices,
+                       from_numpy, from_torch, operator, register_kernel, shape_arg, wrap_dim, zeros)
 
 
-DispatchKey.declare("Autograd", 8)  # above CPU (0) and, in chapter 05, CUDA; below the modes
+DispatchKey.declare("Autograd")  # priority 8 (chapter 01's DISPATCH_KEYS): above the backends and the modes
 _AUTOGRAD = DispatchKey.Autograd.bit
 
 
@@ -296,6 +296,77 @@ class Backward:
                     dependencies[next_node] -= 1
                     if dependencies[next_node] == 0:
                         ready.append(next_node)
+
+
+def add_tensor_key(attribute: str, key: DispatchKey) -> None:
+    """Tensors whose `attribute` is true bring `key` into the key set of every call they are an argument of."""
+    if (attribute, key.bit) not in TENSOR_KEYS:
+        TENSOR_KEYS.append((attribute, key.bit))
+
+
+def register_fallthrough(key: DispatchKey) -> None:
+    """Operators with no kernel for `key` skip it and go on to the next key of the set."""
+    FALLTHROUGH.add(key.priority)
+    forget_kernel_choices()
+
+
+def fallthrough_keys() -> int:
+    """The key set of the keys registered as fallthroughs so far."""
+    return sum(1 << priority for priority in FALLTHROUGH)
+
+
+def register_fallback(key: DispatchKey, fallback) -> None:
+    """`fallback(op, *args, **kwargs)` is the `key` kernel of every operator that has none of its own (torch: a
+    boxed fallback, `m.fallback(...)` in `TORCH_LIBRARY_IMPL(_, Key, m)`): how a mode sees every call."""
+    FALLBACKS[key.priority] = fallback
+    forget_kernel_choices()
+
+
+def redispatch(op: str, below: DispatchKey, *args, **kwargs):
+    """Call the kernel of `op` for the highest key of the call's key set that is below `below`: what a kernel
+    calls to hand the work on to the keys under its own. (It runs on every autograd call: the key set inline.)"""
+    below_bits = below.bit - 1
+    local = LOCAL_KEYS
+    keys = local.included
+    for a in args:
+        if isinstance(a, Tensor):
+            keys |= a._storage.dispatch_keys
+            for attribute, bit in TENSOR_KEYS:
+                if bit & below_bits and getattr(a, attribute):  # keys at or above `below` are masked out anyway
+                    keys |= bit
+    keys &= below_bits & ~local.excluded
+    entry = OPS.get(op) or operator(op)
+    kernel = entry.table.get(keys) or entry.kernel_for(keys)
+    return kernel(*args, **kwargs)
+
+
+class ExcludeDispatchKeys:
+    """`with ExcludeDispatchKeys(key, ...):` this thread's calls skip these keys (torch: ExcludeDispatchKeyGuard)."""
+
+    def __init__(self, *keys: DispatchKey):
+        self.bits = 0
+        for key in keys:
+            self.bits |= key.bit
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.excluded
+        LOCAL_KEYS.excluded = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.excluded = self.previous
+        return False
+
+
+class IncludeDispatchKeys(ExcludeDispatchKeys):
+    """`with IncludeDispatchKeys(key, ...):` these keys join every call's key set on this thread."""
+
+    def __enter__(self):
+        self.previous = LOCAL_KEYS.included
+        LOCAL_KEYS.included = self.previous | self.bits
+
+    def __exit__(self, *exc):
+        LOCAL_KEYS.included = self.previous
+        return False
 
 
 add_tensor_key("_requires_grad", DispatchKey.Autograd)  # a tensor that requires grad brings the Autograd key
@@ -933,7 +1004,8 @@ def gradcheck(f, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e
 
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
-__all__ = ["is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
+__all__ = ["add_tensor_key", "register_fallthrough", "fallthrough_keys", "register_fallback", "redispatch",
+           "ExcludeDispatchKeys", "IncludeDispatchKeys", "is_grad_enabled", "set_grad_enabled", "GradMode", "Node", "ones", "cast", "no_grad", "enable_grad",
            "AccumulateGrad", "gradient_edge", "FREED", "BackwardNode", "Function", "NOT_REQUIRING_GRAD",
            "NOT_SCALAR", "FUNCTIONS", "register", "KERNELS", "unary_kernel", "binary_kernel", "shape_of", "where",
            "Neg", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Relu", "Abs", "sum_to_shape", "Add", "Sub", "Mul",
