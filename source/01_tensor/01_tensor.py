@@ -19,8 +19,10 @@
 # `storage_offset()`, `is_contiguous()` and whether two results share memory.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
-# followed by a test cell. The visible tests are a first taste; at grading,
-# hidden tests try your code on random shapes and random chains of views. Run
+# followed by a test cell. The visible tests check every rule the exercise
+# states, on small inputs you can read; at grading, hidden tests try the same
+# rules on random shapes and random chains of views, so "visible tests passed"
+# means your code follows the rules on those inputs, not yet on all. Run
 # `check("ex_view")` to re-run one exercise's visible tests, and `check()` (last
 # cell) to check the whole saved notebook as the grader will.
 #
@@ -60,7 +62,6 @@ check = Checker("01_tensor")
 #
 # Its transpose is the same storage with the strides swapped: shape `(4, 3)`,
 # strides `(1, 4)`. Nothing moves. That is the whole idea of this chapter.
-#
 #
 # Exercise 1 asks for the two functions behind that arithmetic; nothing else is needed yet.
 
@@ -406,7 +407,7 @@ class Tensor:
     def __bool__(self):
         return bool(self.item())
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
 
 # %% [markdown]
 # ## 4. Bridges to torch, and a few ways to make tensors
@@ -1786,6 +1787,7 @@ class TensorArithmetic:
     def __rtruediv__(self, other): return dispatch("div", other, self)
     def __pow__(self, other): return dispatch("pow", self, other)
     def __rpow__(self, other): return dispatch("pow", other, self)
+    __hash__ = object.__hash__  # (a class that defines __eq__ gets __hash__ = None, which add_methods would copy)
     def __eq__(self, other): return dispatch("eq", self, other) if _is_operand(other) else NotImplemented
     def __ne__(self, other): return dispatch("ne", self, other) if _is_operand(other) else NotImplemented
     def __lt__(self, other): return dispatch("lt", self, other)

@@ -246,7 +246,7 @@ class Tensor:
     def __bool__(self):
         return bool(self.item())
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
 
 
 def from_torch(t: torch.Tensor) -> Tensor:
@@ -960,6 +960,7 @@ class TensorArithmetic:
     def __rtruediv__(self, other): return dispatch("div", other, self)
     def __pow__(self, other): return dispatch("pow", self, other)
     def __rpow__(self, other): return dispatch("pow", other, self)
+    __hash__ = object.__hash__  # (a class that defines __eq__ gets __hash__ = None, which add_methods would copy)
     def __eq__(self, other): return dispatch("eq", self, other) if _is_operand(other) else NotImplemented
     def __ne__(self, other): return dispatch("ne", self, other) if _is_operand(other) else NotImplemented
     def __lt__(self, other): return dispatch("lt", self, other)
