@@ -3,25 +3,39 @@
 ``Checker(chapter)()`` re-runs the *saved* notebook in a fresh kernel, as the
 grader will, and lists every exercise as passed, failed, not attempted, error or
 manually graded. ``Checker(chapter)("ex_id")`` runs that exercise's visible tests
-in the live kernel, so a fix can be tried without re-running everything.
-Hidden tests are not in a student's notebook, so they can neither run nor show here.
+in the live kernel, so a fix can be tried without re-running everything. A pass
+there means the visible tests passed (PASSED_VISIBLE says so wherever it is shown).
+
+Hidden tests are not in a student's notebook. A self-learner working in a clone of
+the course's repository has them in source/: ``check(hidden=True)`` and
+``course check --hidden`` grade the saved notebook as the grader does (its
+sandbox, its feedback: messages, never a hidden test's source). The grader is
+imported only then, and only from such a clone: ``import course`` stays light.
 """
 from __future__ import annotations
 
 import html
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
-from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Verdict, error_of, verdict_from_error
+from course.verdicts import (ERROR, FAILED, MANUAL, NOT_ATTEMPTED, PASSED, Status, Verdict, error_of,
+                             verdict_from_error)
 
 # Set while a notebook is being run by a check or by the grader, so that a
 # `check()` left in a cell does not start a check inside the check.
 RUNNING_ENV = "COURSE_CHECK_RUNNING"
 CELL_TIMEOUT_S = 300
+# What a pass of the student's own check means: the grader's feedback says "passed" once the hidden tests ran.
+PASSED_VISIBLE = "visible tests passed — hidden tests try the same rules on new inputs at grading"
+HIDDEN_HEADER = "Graded the saved file {path} as the grader does: the chapter's hidden tests, in the grader's sandbox"
 
 
 def run_fresh(nb, cwd: Path, timeout: int = CELL_TIMEOUT_S):
@@ -73,10 +87,7 @@ def check_notebook(path: str | Path, chapter: str | None = None, exercise: str |
     `exercise`'s, when given: the run then stops after that exercise's tests)."""
     path = Path(path)
     nb = read_notebook(path)
-    if chapter is not None:
-        expect_chapter(nb, chapter, path)
-    elif not nb.metadata.get("course", {}).get("chapter"):
-        raise NotebookError(f"{path} is not a notebook of this course (it names no chapter).")
+    _chapter_of(nb, path, chapter)
     found = exercises(nb)
     if exercise is not None:
         ex = found.get(exercise)
@@ -92,33 +103,108 @@ def check_notebook(path: str | Path, chapter: str | None = None, exercise: str |
     return [v for v in verdicts if exercise is None or v.exercise == exercise]
 
 
-def format_table(verdicts: list[Verdict]) -> str:
+def _message(v: Verdict, hidden: bool) -> str:
+    """What a verdict's row says: a pass of the visible tests says what it does not cover."""
+    if v.status == PASSED and not v.message and not hidden:
+        return PASSED_VISIBLE
+    return v.message
+
+
+def format_table(verdicts: list[Verdict], hidden: bool = False) -> str:
+    """The verdicts as text; `hidden`: the grader's (a pass then means the hidden tests passed too)."""
     width = max([len(v.exercise) for v in verdicts] + [8])
     lines = [f"{'exercise':<{width}}  {'status':<15} points"]
     for v in verdicts:
         lines.append(f"{v.exercise:<{width}}  {v.status:<15} {v.points:g}/{v.max_points:g}")
-        if v.message and v.status != MANUAL:
-            lines.extend(f"{'':<{width}}    {line}" for line in v.message.splitlines())
+        if v.status != MANUAL:
+            lines.extend(f"{'':<{width}}    {line}" for line in _message(v, hidden).splitlines())
     auto = [v for v in verdicts if v.status != MANUAL]
     lines.append(f"total: {sum(v.points for v in auto):g}/{sum(v.max_points for v in auto):g} automatic points")
     return "\n".join(lines)
 
 
-def _html_table(verdicts: list[Verdict]) -> str:
+def _html_table(verdicts: list[Verdict], hidden: bool = False) -> str:
     colour = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#9a6700", NOT_ATTEMPTED: "#57606a", MANUAL: "#0969da"}
     rows = "".join(
         f"<tr><td><code>{html.escape(v.exercise)}</code></td>"
         f"<td style='color:{colour.get(v.status, '#000')};font-weight:bold'>{v.status}</td>"
         f"<td>{v.points:g}/{v.max_points:g}</td>"
-        f"<td><pre style='margin:0;white-space:pre-wrap'>{html.escape(v.message)}</pre></td></tr>"
+        f"<td><pre style='margin:0;white-space:pre-wrap'>{html.escape(_message(v, hidden))}</pre></td></tr>"
         for v in verdicts
     )
     return (f"<table class='course-check'><tr><th>exercise</th><th>status</th><th>points</th>"
             f"<th>message</th></tr>{rows}</table>")
 
 
+class HiddenTestsUnavailable(Exception):
+    """The hidden tests cannot run here; the message says why, in one line."""
+
+
+def course_clone(notebook: Path, chapter: str) -> Path | None:
+    """The clone of the course's repository that holds `chapter`'s hidden tests: the first folder above the
+    notebook, or above this package, with source/<chapter>/<chapter>.py and the grader beside it."""
+    for place in [*notebook.resolve().parents, Path(__file__).resolve().parent.parent]:
+        if (place / "source" / chapter / f"{chapter}.py").is_file() and (place / "autograder").is_dir():
+            return place
+    return None
+
+
+def _chapter_of(nb, path: Path, chapter: str | None) -> str:
+    if chapter is not None:
+        expect_chapter(nb, chapter, path)
+        return chapter
+    found = nb.metadata.get("course", {}).get("chapter")
+    if not found:
+        raise NotebookError(f"{path} is not a notebook of this course (it names no chapter).")
+    return found
+
+
+def grade_with_hidden_tests(path: str | Path, chapter: str | None = None) -> tuple[list[Verdict], list[str]]:
+    """(verdicts, notes) of the grader on the saved notebook at `path`: the chapter's hidden tests from the
+    course clone's source/, in the grader's sandbox. Raises HiddenTestsUnavailable where they cannot run
+    (before running anything), NotebookError for a file that is not this course's notebook."""
+    path = Path(path)
+    chapter = _chapter_of(read_notebook(path), path, chapter)
+    repo = course_clone(path, chapter)
+    if repo is None:
+        raise HiddenTestsUnavailable(
+            f"the hidden tests of {chapter} are not here: they live in source/ of a clone of the course's "
+            "repository (an installed course package or the class hub has none), and your grader runs them.")
+    if shutil.which("bwrap") is None:
+        raise HiddenTestsUnavailable("the hidden tests run only in the grader's sandbox, and bubblewrap is not "
+                                     "installed here: `apt-get install bubblewrap` (scripts/setup.sh does it).")
+    try:  # the grader, and nbgrader under it: only now, and only in a clone (see the module's docstring)
+        from autograder.chapters import find
+        from autograder.grade.grader import Grader
+        from autograder.sandbox.bubblewrap import SandboxError
+    except ImportError as e:
+        raise HiddenTestsUnavailable(f"the grader cannot be imported here ({e}): run the clone's own "
+                                     f"{repo / '.venv/bin/course'}.") from None
+    source = find(repo / "source", chapter)
+    if not source.notebook.is_file():
+        raise HiddenTestsUnavailable(f"{source.notebook} is not built: run `make build` in {repo}.")
+    with tempfile.TemporaryDirectory(prefix="course-hidden-") as work:
+        grader = Grader(source, Path(work) / "grading")
+        try:
+            result = grader.grade("you", path.resolve())
+        except SandboxError as e:
+            raise HiddenTestsUnavailable("the grader's sandbox cannot run here: "
+                                         + (str(e).strip().splitlines() or ["no reason given"])[-1]) from None
+        finally:
+            grader.close()
+    return result.verdicts, result.notes
+
+
+def format_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> str:
+    lines = [HIDDEN_HEADER.format(path=path), format_table(verdicts, hidden=True)]
+    lines += [f"note: {n}" for n in notes]
+    return "\n".join(lines)
+
+
 class Checker:
-    """`check()` for the whole saved notebook, `check("ex_id")` for one exercise, live."""
+    """`check()` for the whole saved notebook, `check("ex_id")` for one exercise, live; `check(hidden=True)`
+    grades the saved notebook with the hidden tests, where a clone of the course has them. Each shows its
+    verdicts and returns None (nothing for Jupyter to echo); `verdicts(...)` returns them instead."""
 
     def __init__(self, chapter: str, notebook: str | Path | None = None):
         self.chapter = chapter
@@ -134,20 +220,43 @@ class Checker:
             return Path(session)
         return Path(f"{self.chapter}.ipynb")
 
-    def __call__(self, exercise: str | None = None):
+    def __call__(self, exercise: str | None = None, *, hidden: bool = False) -> None:
         if os.environ.get(RUNNING_ENV):
-            return None  # a check() left in a cell, reached while checking or grading
+            return  # a check() left in a cell, reached while checking or grading
         path = self._path()
         try:
-            if exercise is None:
-                verdicts = check_notebook(path, self.chapter)
-            else:
-                verdicts = [self._run_visible_tests(path, exercise)]
-        except NotebookError as e:
+            if hidden:
+                verdicts, notes = self._hidden(path)
+                _show_hidden(path, [v for v in verdicts if exercise in (None, v.exercise)], notes)
+                return
+            verdicts = self.verdicts(exercise)
+        except (NotebookError, HiddenTestsUnavailable) as e:
             _show_text(f"check: {e}")
-            return None
+            return
         _show(verdicts, whole=exercise is None, path=path)
-        return verdicts
+
+    def verdicts(self, exercise: str | None = None) -> list[Verdict]:
+        """The verdicts `check(exercise)` shows, without showing them."""
+        path = self._path()
+        if exercise is None:
+            return check_notebook(path, self.chapter)
+        return [self._run_visible_tests(path, exercise)]
+
+    def _hidden(self, path: Path) -> tuple[list[Verdict], list[str]]:
+        """grade_with_hidden_tests in a process of its own: the grader (nbgrader, its gradebook, the
+        sandbox's pipes) never loads into the student's kernel."""
+        done = subprocess.run([sys.executable, "-m", "course.cli", "check", "--hidden", "--json", str(path)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+        try:
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise HiddenTestsUnavailable(f"the grader stopped without verdicts: {tail}") from None
+        if "unavailable" in answer:
+            raise HiddenTestsUnavailable(answer["unavailable"])
+        if "error" in answer:
+            raise NotebookError(answer["error"])
+        return [Verdict(**{**v, "status": Status(v["status"])}) for v in answer["verdicts"]], answer["notes"]
 
     def _run_visible_tests(self, path: Path, exercise: str) -> Verdict:
         nb = read_notebook(path)
@@ -168,7 +277,7 @@ class Checker:
                 if status == ERROR:
                     message += "\n" + "".join(traceback.format_exception(e)[-3:])
                 return Verdict(exercise, status, message, 0.0, ex.points)
-        return Verdict(exercise, PASSED, "visible tests pass (hidden tests run at grading)", ex.points, ex.points)
+        return Verdict(exercise, PASSED, PASSED_VISIBLE, ex.points, ex.points)
 
 
 def _namespace() -> dict:
@@ -192,6 +301,16 @@ def _in_notebook() -> bool:
 
 def _show_text(text: str) -> None:
     print(text)
+
+
+def _show_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> None:
+    if _in_notebook():
+        from IPython.display import HTML, display
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+        display(HTML(f"<p>{html.escape(HIDDEN_HEADER.format(path=path))}</p>" + _html_table(verdicts, hidden=True)
+                     + (f"<p>Notes from the grader:</p><ul>{items}</ul>" if notes else "")))
+    else:
+        print(format_hidden(path, verdicts, notes))
 
 
 def _show(verdicts, whole: bool, path: Path) -> None:

@@ -23,6 +23,7 @@ comparison itself uses torch's C functions captured here, and no Python code of 
 from __future__ import annotations
 
 import sys
+import types
 
 import torch
 
@@ -69,12 +70,46 @@ def _name(value) -> str:
 
 def fail(what: str, detail: str) -> None:
     """Fail a check: what was being checked, what differs, and how to replay random inputs."""
-    raise AssertionError(f"{what}: {detail}{replay_hint()}")
+    __tracebackhide__ = True
+    raise ending_at_the_test(AssertionError(f"{what}: {detail}{replay_hint()}"))
+
+
+# The helpers mark their frames with `__tracebackhide__ = True` (pytest's and IPython's convention), so that
+# a failing test's traceback ends at the test's own line. IPython skips such frames except the last one, the
+# frame that raised, which is always one of ours: a failure of ours carries `_render_traceback_`, IPython's
+# hook for an exception that draws its own traceback, which leaves every marked frame out. The message is the
+# same; pytest and the grader, which never call the hook, see the exception as it is.
+def ending_at_the_test(error: BaseException) -> BaseException:
+    """`error`, shown by IPython without the course's own frames."""
+    def render():
+        from IPython import get_ipython
+
+        formatter = get_ipython().InteractiveTB
+        try:
+            return formatter.structured_traceback(type(error), error, _without_hidden_frames(error.__traceback__))
+        except Exception:  # never lose the failure over its traceback
+            return formatter.structured_traceback(type(error), error, error.__traceback__)
+
+    error._render_traceback_ = render
+    return error
+
+
+def _without_hidden_frames(tb):
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_locals.get("__tracebackhide__") is not True:  # IPython's own marks another value
+            kept.append(tb)
+        tb = tb.tb_next
+    shown = None
+    for entry in reversed(kept):
+        shown = types.TracebackType(shown, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return shown
 
 
 def _modes_off(what: str) -> None:
     """Fail unless torch's extension points are quiet: no TorchFunctionMode (but torch's own
     default-device one) and no TorchDispatchMode may decide what the comparison computes."""
+    __tracebackhide__ = True
     for i in range(_len_function_modes()):
         mode = _function_mode_at(i)
         if type(mode) is not _DeviceContext:
@@ -93,6 +128,7 @@ def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool =
     """x as a plain torch.Tensor that this module made (sharing x's memory), or None if x is not
     a tensor. A torch.Tensor subclass is stripped of its class (and so of __torch_function__); a
     framework's tensor comes through its to_torch(); a tensor with __torch_dispatch__ is refused."""
+    __tracebackhide__ = True
     kind = type(x)
     if kind is not _Tensor:
         if issubclass(kind, _Tensor):
@@ -113,6 +149,7 @@ def _plain_tensor(x, what: str, notes: list | None = None, allow_foreign: bool =
 def as_torch(x):
     """A plain torch tensor for x: torch tensors (subclasses stripped), the course framework's
     tensors through their `to_torch()`, numbers and lists through torch.tensor."""
+    __tracebackhide__ = True
     t = _plain_tensor(x, "as_torch")
     if t is not None:
         return t
@@ -272,6 +309,7 @@ def _shape(t) -> tuple:
 
 
 def assert_same_shape(ours, expected, what: str) -> None:
+    __tracebackhide__ = True
     notes: list = []
     a, b = _plain_tensor(ours, what, notes), _plain_tensor(expected, what)
     mine = _shape(a) if a is not None else _plain(getattr(ours, "shape", ours), notes, [_MAX_ITEMS])
@@ -341,6 +379,7 @@ def assert_matches(ours, expected, what: str, *, check_dtype: bool = True, check
     """`ours` equals torch's `expected`: type, shape, dtype, device and values (and the
     layout, when asked). `what` names the computation, e.g. "gradient_of(f, x) for x of shape (3,)".
     Values are compared at `tolerance(expected, rtol=, atol=, scale=, exact=)`."""
+    __tracebackhide__ = True
     _modes_off(what)
     expected = as_torch(expected)
     if ours is None:
@@ -403,6 +442,7 @@ def _unravel(flat: int, shape: tuple) -> tuple:
 
 
 def _storage_of(x, what: str):
+    __tracebackhide__ = True
     t = _plain_tensor(x, what)
     if t is None:
         fail(what, f"got a {_name(x)}, not a tensor")
@@ -412,6 +452,7 @@ def _storage_of(x, what: str):
 
 def assert_shares_memory(ours, base, what: str) -> None:
     """`ours` must be a view of `base` (no copy), as torch's result would be."""
+    __tracebackhide__ = True
     _modes_off(what)
     (a, _), (b, _) = _storage_of(ours, what), _storage_of(base, what)
     _modes_off(what)
@@ -421,6 +462,7 @@ def assert_shares_memory(ours, base, what: str) -> None:
 
 
 def assert_no_shared_memory(ours, base, what: str) -> None:
+    __tracebackhide__ = True
     _modes_off(what)
     (a, n), (b, _) = _storage_of(ours, what), _storage_of(base, what)
     _modes_off(what)
@@ -433,6 +475,7 @@ def assert_equal(ours, expected, what: str) -> None:
     """Plain values (shapes, counts, names): equal, or a message with both. Both are first made
     into exact built-in values here; an object of another class is equal only to itself (or
     when the expected value's class says so)."""
+    __tracebackhide__ = True
     _modes_off(what)
     notes: list = []
     try:
@@ -451,6 +494,7 @@ def assert_equal(ours, expected, what: str) -> None:
 
 def assert_raises(exc_type, fn, what: str, *args, **kwargs) -> None:
     """`fn(*args)` must raise `exc_type`, as torch does for the same call."""
+    __tracebackhide__ = True
     try:
         result = fn(*args, **kwargs)
     except exc_type:
@@ -482,6 +526,7 @@ class labelled:
         return self
 
     def __exit__(self, kind, error, traceback):
+        __tracebackhide__ = True
         if error is None or not isinstance(error, Exception) or isinstance(error, AssertionError):
             return False
         name = _name(error)
@@ -489,7 +534,8 @@ class labelled:
             return False
         message = _message(error)
         detail = f"your code raised {name}" + (f": {message}" if message else "")
-        raise AssertionError(f"{self.what}: {detail}{replay_hint()}") from None  # the label, not the deep frames
+        # the label, not the deep frames
+        raise ending_at_the_test(AssertionError(f"{self.what}: {detail}{replay_hint()}")) from None
 
 
 def _message(e: BaseException) -> str:

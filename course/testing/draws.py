@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from course import inputs
+from course import compare, inputs
 
 __all__ = ["Draws", "for_random_inputs", "with_fixed_inputs"]
 
@@ -107,14 +107,19 @@ def for_random_inputs(test=None, examples: int = 100, *, shrink_seconds: float =
     input while the test still fails and raise the simplest failure found, with the seed that replays it. Usable as a call,
     `for_random_inputs(test, examples=20)`, or as a decorator, `@for_random_inputs(examples=20)`, which
     runs the test at once. Any other exception propagates as it is: it is not the failure being reported."""
+    __tracebackhide__ = True
     if test is None:
-        return lambda t: for_random_inputs(t, examples=examples, shrink_seconds=shrink_seconds)
+        def decorator(t):
+            __tracebackhide__ = True
+            return for_random_inputs(t, examples=examples, shrink_seconds=shrink_seconds)
+        return decorator
     for i in range(examples):
         draws = Draws(scale=min(1.0, 3 * (i + 1) / examples))
         try:
             test(draws)
         except AssertionError as error:
-            raise _with_replay_hint(_simplest_failure(test, draws.made, error, shrink_seconds)) from None
+            failure = _with_replay_hint(_simplest_failure(test, draws.made, error, shrink_seconds))
+            raise compare.ending_at_the_test(failure) from None
     return None
 
 
@@ -123,6 +128,7 @@ def with_fixed_inputs(check, *args, **kwargs):
     its verdict is the same on every seed, so when a seed sweep reruns the test cells on other seeds
     (`course.inputs.repeating()`) it is not run again. It must draw nothing: a RuntimeError says so if it
     does, since a check that draws belongs in `for_random_inputs`."""
+    __tracebackhide__ = True
     if inputs.repeating():
         return None
     before = inputs.drawn()
@@ -141,6 +147,7 @@ def _with_replay_hint(error: AssertionError) -> AssertionError:
 
 
 def _fails(test, choices: list[int]) -> AssertionError | None:
+    __tracebackhide__ = True
     try:
         test(Draws(replay=choices))
     except AssertionError as e:
@@ -162,6 +169,7 @@ def _candidates(choices: list[int]):
 
 
 def _simplest_failure(test, choices: list[int], error: AssertionError, seconds: float) -> AssertionError:
+    __tracebackhide__ = True
     deadline = time.monotonic() + seconds
     improved = True
     while improved and time.monotonic() < deadline:

@@ -26,6 +26,7 @@ __all__ = ["same_outcome", "same_error", "same_call", "same_chain", "same_random
 def call_yours(what: str, fn, *args, **kwargs):
     """fn(*args, **kwargs), the student's code: an exception it raises becomes a failure that names the
     call (a stub's NotImplementedError goes on as it is)."""
+    __tracebackhide__ = True
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
@@ -48,6 +49,7 @@ def _shares(a, b, what: str) -> bool:
 
 
 def _compare_tensor(ours, theirs: torch.Tensor, what: str, layout: bool, allow_torch: bool, tolerance: dict) -> None:
+    __tracebackhide__ = True
     if isinstance(ours, torch.Tensor) and not allow_torch:
         fail(what, f"returned a torch.Tensor, but it must be a tensor of yours (like torch's: {layout_text(theirs)})")
     if not hasattr(ours, "to_torch") and not isinstance(ours, torch.Tensor):
@@ -63,6 +65,7 @@ def _compare_tensor(ours, theirs: torch.Tensor, what: str, layout: bool, allow_t
 
 
 def _compare(ours, theirs, what: str, layout: bool, allow_torch: bool, tolerance: dict) -> None:
+    __tracebackhide__ = True
     if isinstance(theirs, torch.Tensor):
         _compare_tensor(ours, theirs, what, layout, allow_torch, tolerance)
     elif isinstance(theirs, (tuple, list)) and any(isinstance(t, torch.Tensor) for t in theirs):
@@ -77,6 +80,7 @@ def _compare(ours, theirs, what: str, layout: bool, allow_torch: bool, tolerance
 def _both(ours_call, torch_call, what: str, error=None):
     """(raised, yours, torch's): torch_call() and ours_call(), where torch raises, yours must raise the same
     type of exception (or `error`) and raised is True; otherwise yours must not raise."""
+    __tracebackhide__ = True
     try:
         theirs = torch_call()
     except Exception as e:
@@ -104,6 +108,7 @@ def same_error(ours_call, torch_call, what: str, *, error=None) -> bool:
     """Call torch_call() and ours_call(): where torch raises, yours must raise the same type of exception
     (or `error`); where it does not, neither may yours. Returns whether torch raised. For calls whose
     results a test compares its own way (a module, an optimizer's state)."""
+    __tracebackhide__ = True
     return _both(ours_call, torch_call, what, error)[0]
 
 
@@ -117,6 +122,7 @@ def same_outcome(ours_call, torch_call, what: str, *, layout: bool = False, base
     `tolerance`: rtol/atol/scale/exact for compare.assert_matches. A tensor of yours must be your framework's
     (with to_torch()), not torch's, unless allow_torch (the kit's own tests). Returns (yours, torch's), or None when
     torch raised and so did yours."""
+    __tracebackhide__ = True
     raised, ours, theirs = _both(ours_call, torch_call, what, error)
     if raised:
         return None
@@ -140,6 +146,7 @@ def same_call(fn, args, what: str, *, ours, kwargs=None, layout: bool = False, a
     yours `ours(t).requires_grad_()`), and after `backward(gradient)` on both results (a random gradient,
     non-contiguous now and then, from `draw` or the course's stream, when None), every leaf's .grad must
     be torch's. Returns (yours, torch's), or None when both raised."""
+    __tracebackhide__ = True
     kwargs = kwargs or {}
     tensors = [isinstance(a, torch.Tensor) for a in args]
     needs_grad = [t and grad and a.is_floating_point() for a, t in zip(args, tensors)]
@@ -168,6 +175,7 @@ def same_call(fn, args, what: str, *, ours, kwargs=None, layout: bool = False, a
 
 
 def _same_gradients(mine, theirs, ours, theirs_args, ours_args, needs_grad, gradient, draw, what, tolerance):
+    __tracebackhide__ = True
     if not getattr(mine, "requires_grad", False):
         fail(what, "the result does not require grad, but torch's does")
     if gradient is None:
@@ -190,6 +198,7 @@ def _same_gradients(mine, theirs, ours, theirs_args, ours_args, needs_grad, grad
 def same_chain(base: torch.Tensor, ops, *, ours, name: str = "x") -> None:
     """Apply ops (course.testing.Op) step by step to base and to ours(base), a tensor of yours over base's
     memory; after every step the same outcome, layout and sharing of base's memory as torch's."""
+    __tracebackhide__ = True
     theirs, mine = base, ours(base)
     for i in range(len(ops)):
         what = f"{chain_text(ops[:i + 1], name)} where {name} has {layout_text(base)}"
@@ -202,6 +211,7 @@ def same_chain(base: torch.Tensor, ops, *, ours, name: str = "x") -> None:
 def same_random_chain(draw, base: torch.Tensor, names, length: int, *, ours) -> None:
     """A random chain of `length` ops among `names`, each fitting the result of the one before (now and then
     one torch rejects: the chain ends there), checked by same_chain."""
+    __tracebackhide__ = True
     ops, t = [], base
     for _ in range(length):
         op = random_op(draw, t, names)
