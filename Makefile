@@ -1,8 +1,14 @@
 # The two commands: `make lab` starts the course, `make test` runs every test.
 # Both set up .venv themselves on first use (scripts/setup.sh).
 PORT ?= 8888
-RELEASE ?= release
+# `make lab` serves WORK, the student's own copy of the chapters: made from release/ on first start, a
+# chapter at a time (a chapter already there is never touched), ignored by git. RELEASE=FOLDER serves
+# FOLDER itself instead.
+WORK ?= work
+RELEASE ?=
 LAB_ARGS ?=
+# JupyterLab settings the course ships (jupyter/lab/settings/overrides.json): no news toast over the notebook
+LAB_SETTINGS := $(CURDIR)/jupyter/lab/settings
 VENV := .venv/bin
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -20,7 +26,9 @@ setup:
 	@scripts/setup.sh
 
 lab: setup
-	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=$(RELEASE) $(ALLOW_ROOT) $(LAB_ARGS)
+	$(if $(RELEASE),,@$(VENV)/course copy-release release $(WORK))
+	$(VENV)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir=$(or $(RELEASE),$(WORK)) \
+		--LabApp.app_settings_dir=$(LAB_SETTINGS) $(ALLOW_ROOT) $(LAB_ARGS)
 
 .PHONY: hub
 hub: setup

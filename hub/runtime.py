@@ -24,8 +24,8 @@ from settings import REPO
 
 SKIP_IN_VENV = {"proxy"}  # configurable-http-proxy runs with the hub, as root
 LAYOUT_VERSION = "2"  # bump when build() changes what it makes
-# JupyterLab's defaults for the class: no prompt to fetch Jupyter's news from the internet
-LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+# JupyterLab's defaults for the class, the ones `make lab` uses too: no prompt to fetch Jupyter's news
+LAB_OVERRIDES = json.loads((REPO / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
 
 
 def reachable_by_others(path: Path) -> bool:

@@ -62,10 +62,11 @@ def started_make(target: str, args: list[str], pattern: str, *, seconds: float, 
 
 
 @contextlib.contextmanager
-def running_lab(release: Path | None = None, lab_args: str = ""):
-    """Yield (base URL, token) of `make lab` serving `release` (default: the repository's)."""
+def running_lab(release: Path | None = None, lab_args: str = "", work: Path | None = None):
+    """Yield (base URL, token) of `make lab`: serving `release` itself (RELEASE=), or else the working copy
+    `work` (WORK=; default the repository's work/) that it makes from the repository's release/."""
     port = free_port()
     args = [f"PORT={port}"] + ([f"RELEASE={release}"] if release is not None else []) \
-        + ([f"LAB_ARGS={lab_args}"] if lab_args else [])
+        + ([f"WORK={work}"] if work is not None else []) + ([f"LAB_ARGS={lab_args}"] if lab_args else [])
     with started_make("lab", args, rf"(http://127\.0\.0\.1:{port})/lab\?token=(\w+)", seconds=120) as found:
         yield found.groups()
