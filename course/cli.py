@@ -81,8 +81,8 @@ def _copy_release(args) -> int:
     except NotebookError as e:
         print(f"course copy-release: {e}", file=sys.stderr)
         return 2
-    where = f"{args.work}/ (yours: {args.release}/ stays as the course ships it)"
-    print(f"copied {', '.join(copied)} into {where}" if copied else f"your work is in {where}")
+    where = f"{args.work}/, your working copy ({args.release}/ stays as the course ships it)"
+    print(f"copied {', '.join(copied)} from {args.release}/ into {where}" if copied else f"your work is in {where}")
     return 0
 
 
