@@ -400,6 +400,41 @@ compare.assert_equal([n.op for n in g.nodes], ["placeholder", "placeholder", "ex
 compare.assert_equal(g.nodes[3].meta["shape"], (3, 4), "the shape of the node of exp(x) * y")
 compare.assert_equal([a.name if isinstance(a, Node) else a for a in g.nodes[4].args], ["mul", 1],
                      "the arguments of the node of ... + 1")
+g = capture(lambda a: a.to(dtype=torch.float64) * 2, x)
+compare.assert_equal(g.calls()[0].meta.get("kwargs"), {"dtype": torch.float64},
+                     "meta['kwargs'] of the node of x.to(dtype=torch.float64): a call is recorded with its keyword arguments")
+
+
+class BreakingTracer(Tracer):
+    """A tracer whose graph breaks raise GraphBreak (exercise 3 writes what they do)."""
+
+    def graph_break(self, reason, run, args=()):
+        raise GraphBreak(reason)
+
+
+what = "x.max(1) traced (max(dim) returns a pair: a result that is not a tensor is a graph break)"
+with compare.labelled(what), tracing(BreakingTracer((x,))) as tracer:
+    try:
+        x.max(1)
+        broke = None
+    except GraphBreak as error:
+        broke = str(error)
+if broke is None or "max returns a" not in broke:
+    compare.fail(what, f"tracer.graph_break was called with {broke!r}, not 'max returns a ...'" if broke else
+                 f"tracer.graph_break was not called; the graph has {tracer.graph.op_counts()}")
+inner_graphs = []
+
+
+def outer(a):
+    inner_graphs.append(capture(lambda b: b.tanh() + 1, a))  # a capture inside a capture
+    return a.exp()
+
+
+with compare.labelled("a capture inside a capture"):
+    g = capture(outer, x)
+compare.assert_equal((inner_graphs[0].op_counts(), g.op_counts()), ({"tanh": 1, "add": 1}, {"exp": 1}),
+                     "the op counts of a capture of b.tanh() + 1 inside a capture of a.exp(), and of the outer one (a "
+                     "call is recorded by the innermost tracer: TRACERS[-1])")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 from picotorch import LoggingMode
@@ -540,6 +575,23 @@ for _ in range(2):
     out = run_graph(g, from_torch(xs), from_torch(ys))
     compare.assert_matches(out[0], (xs.exp() * ys + 1).sum(1), "run_graph of (x.exp() * y + 1).sum(1) on new inputs")
     compare.assert_matches(out[1], xs - ys, "run_graph of x - y on new inputs")
+offset_t = torch.tensor([0.5, -1.0, 2.0, 0.0])
+offset = from_torch(offset_t.clone())  # made outside the function: a constant of its graph
+
+
+def with_constant(a, b):
+    return (a - b) * offset, a.to(dtype=torch.float64), 3
+
+
+g = capture(with_constant, x, y)
+xs, ys = torch.randn(3, 4), torch.randn(4)
+what = "run_graph of (x - y) * c, x.to(dtype=torch.float64), 3 (c: a constant)"
+with compare.labelled(f"{what} (the placeholders take the tensor arguments; a constant's value is meta['value'])"):
+    out = run_graph(g, from_torch(xs), from_torch(ys))
+compare.assert_matches(out[0], (xs - ys) * offset_t, f"{what}: (x - y) * c (a constant's value is meta['value'])")
+compare.assert_matches(out[1], xs.to(dtype=torch.float64),
+                       f"{what}: x.to(dtype=torch.float64) (a call runs with its keyword arguments)")
+compare.assert_equal(out[2], 3, f"{what}: the Python value the output node returns, as it is")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_replay(draw):
@@ -688,10 +740,44 @@ for graph in e.graphs:
 compare.assert_equal((e.graph_count, e.graph_break_count), (2, 1), "(graphs, breaks) of explain(branchy)")
 compare.assert_equal([graph.op_counts() for graph in e.graphs],
                      [{"exp": 1, "mul": 1, "sum": 1, "gt": 1}, {"add": 1, "tanh": 1}], "the op counts of each graph")
+compare.assert_equal(e.break_reasons, [BREAK_REASONS["item"]],
+                     "the break reasons of explain(branchy): item()'s (break_graph appends the reason to "
+                     "tracer.break_reasons)")
+compare.assert_equal([n.op for n in e.graphs[0].outputs()], ["gt", "mul"],
+                     "what the first graph of explain(branchy) returns: the tensors Python needs at the break (a.sum() "
+                     "> 0, item()'s argument), then a, which the second graph uses")
+
+
+def shown(a):
+    a = a.exp()
+    text = repr(a)  # printing a tensor: a graph break
+    return a + 1
+
+
+e = explain(shown, x)
+compare.assert_equal(e.break_reasons, [BREAK_REASONS["repr"]],
+                     "the break reasons of explain(shown), which prints a tensor: repr's, once (run() goes with the "
+                     "Trace key excluded, so the numpy() that repr's kernel calls is no second break)")
+flag = from_torch(torch.tensor(1.0))
+
+
+def flagged(a):
+    a = a * flag
+    if flag:  # Python needs the value of a constant (flag was made outside)
+        a = a + 1
+    return a
+
+
+e = explain(flagged, x)
+compare.assert_equal([n.op for n in e.graphs[0].outputs()], ["mul"],
+                     "what the first graph of explain(flagged) returns, where `if flag` needs the value of a constant: "
+                     "the break's tensors that the graph made or received, not constants (then a, which the second "
+                     "graph uses)")
 try:
     capture(branchy, x, y)
 except GraphBreak as error:
     print("capture:", error)
+    compare.assert_equal(str(error), BREAK_REASONS["item"], "the message of capture(branchy)'s GraphBreak: the reason")
 else:
     raise AssertionError("capture(branchy) must raise GraphBreak: the if needs a value")
 print("visible tests passed")
@@ -901,6 +987,8 @@ def compile_function(fn, passes=()) -> CompiledFunction:
 
 
 # %% tests="ex_compile" points=3
+import contextlib
+
 calls = []
 
 
@@ -917,6 +1005,64 @@ compare.assert_equal((len(calls), f.recompiles, len(f.cache)), (1, 0, 1),
                      "(times scaled's Python ran, recompiles, cache entries) after 3 calls of one shape")
 f(from_torch(torch.randn(2, 2)), from_torch(torch.randn(2, 2)))
 compare.assert_equal(f.recompiles, 1, "recompiles after a call with a new shape")
+
+
+def reshaped(k, a):
+    return a.reshape(a.shape[1], a.shape[0]) * k  # the graph holds the shape a had: reshape(x, (3, 2))
+
+
+t23, t32 = torch.randn(2, 3), torch.randn(3, 2)
+# (what differs, the arguments of a first call, of a second one that must recompile, the mode of the second)
+GUARD_CASES = [
+    ("the shape, (2, 3) then (3, 2) (a guard checks the shape, not only the number of elements)",
+     lambda: (2, from_torch(t23)), lambda: (2, from_torch(t32)), contextlib.nullcontext),
+    ("the dtype, float32 then float64 (a guard checks the dtype)",
+     lambda: (2, from_torch(t23)), lambda: (2, from_torch(t23.double())), contextlib.nullcontext),
+    ("the device, cpu then emu (a guard checks the device)",
+     lambda: (2, from_torch(t23)), lambda: (2, wrap_torch(t23.clone(), "emu")), contextlib.nullcontext),
+    ("requires_grad (a guard checks requires_grad)",
+     lambda: (2, from_torch(t23)), lambda: (2, from_torch(t23).requires_grad_()), contextlib.nullcontext),
+    ("a Python argument's value, k = 2 then 3 (a guard checks its type and value)",
+     lambda: (2, from_torch(t23)), lambda: (3, from_torch(t23)), contextlib.nullcontext),
+    ("grad mode, on then off (no_grad()) (a guard checks grad mode)",
+     lambda: (2, from_torch(t23)), lambda: (2, from_torch(t23)), no_grad),
+]
+for what, first, second, mode in GUARD_CASES:
+    f = compile_function(reshaped)
+    f(*first())
+    with mode():
+        k, a = second()
+        with compare.labelled(f"compile_function(reshaped), two calls that differ in {what}: the second call"):
+            out = f(k, a)
+    compare.assert_equal(f.recompiles, 1, f"recompiles after two calls that differ in {what}")
+    compare.assert_matches(out.to_torch().detach().cpu(), reshaped(k, a.to_torch().detach().cpu()),
+                           f"compile_function(reshaped), two calls that differ in {what}: the second call's result")
+f = compile_function(reshaped)
+for t in (t23, t32, t23):
+    what = (f"compile_function(reshaped)(2, x) for x {tuple(t.shape)}, after (2, 3) and (3, 2) (a hit replays the "
+            "graph on the tensor arguments only)")
+    with compare.labelled(what):
+        out = f(2, from_torch(t * 2))
+    compare.assert_matches(out, reshaped(2, t * 2), what)
+compare.assert_equal(f.graphs[0].placeholders()[0].meta["shape"], (2, 3),
+                     "the shape of the placeholder of f.graphs after calls with (2, 3), (3, 2), (2, 3): self.graphs "
+                     "is the graphs of the entry that ran, on a hit too")
+runs = []
+
+
+def branchy_counted(a, b):
+    runs.append(1)
+    return branchy(a, b)
+
+
+f = compile_function(branchy_counted)
+for sign in (1, -1, 1):
+    xs, ys = torch.randn(3, 4), sign * (torch.rand(4) + 0.1)  # the if runs, does not, runs
+    with compare.labelled("compile_function(branchy), whose if breaks the graph"):
+        out = f(from_torch(xs), from_torch(ys))
+    compare.assert_matches(out, branchy(xs, ys), "compile_function(branchy)(x, y): a hit whose entry has graph breaks "
+                                                 "calls fn (the eager code between graphs must run on every call)")
+compare.assert_equal(len(runs), 3, "the times branchy's Python ran in 3 calls (an entry with breaks runs fn every time)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 from picotorch import from_numpy
@@ -1063,6 +1209,32 @@ compare.assert_equal(g.op_counts(), {"mul": 2, "exp": 1, "add": 1, "tanh": 1}, "
 xs = torch.randn(3, 4)
 ys = torch.randn(3, 4)
 compare.assert_matches(run_graph(clean, from_torch(xs), from_torch(ys)), (xs + ys) * 2, "the graph after DCE, run")
+counter_t = torch.zeros(4)
+counter = from_torch(counter_t.clone())
+weights = from_torch(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+
+
+def side_effects(a, b, ignored):
+    (a * weights).exp()  # dead: and weights is a constant only dead code uses
+    with no_grad():
+        counter.add_(1)  # nothing uses its result, but it changes counter
+    return b * 2
+
+
+g = capture(side_effects, x, x2, y)
+clean = eliminate_dead_code(g)
+print(clean)
+what = "eliminate_dead_code of side_effects(a, b, ignored): (a * weights).exp(), counter.add_(1), return b * 2"
+compare.assert_equal(len(clean.placeholders()), 3, f"{what}: the number of placeholders (placeholders always stay: they "
+                                                   "are the graph's arguments, and its signature must not change)")
+compare.assert_equal(clean.op_counts(), {"add_": 1, "mul": 1}, f"{what}: the op counts (an operation that changes "
+                                                               "something in place stays, though nothing uses its result)")
+compare.assert_equal(len([n for n in clean.nodes if n.op == CONSTANT]), 1,
+                     f"{what}: the number of constants (counter, which add_ uses, stays; unused constants go)")
+xs = torch.randn(4)
+compare.assert_matches(run_graph(clean, from_torch(torch.randn(3, 4)), from_torch(xs), from_torch(torch.randn(4))),
+                       xs * 2, f"{what}: the graph after DCE, run")
+compare.assert_matches(counter, counter_t + 2, f"{what}: counter after the capture and one run")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_dce(draw):
@@ -1147,8 +1319,43 @@ print(merged)
 compare.assert_equal(merged.op_counts(), {"mul": 3, "exp": 1, "tanh": 1, "add": 3},
                      "the op counts after CSE of (x * y).exp() + (x * y).tanh() + x * 2 + x * 3")
 xs, ys = torch.randn(3, 4), torch.randn(3, 4)
+compare.assert_equal(len(merged.placeholders()), 2, "the number of placeholders after CSE of repeated(a, b) (CSE leaves "
+                                                    "placeholders, constants, the output and fused nodes as they are)")
 compare.assert_matches(run_graph(merged, from_torch(xs), from_torch(ys)),
                        (xs * ys).exp() + (xs * ys).tanh() + xs * 2 + xs * 3, "the graph after CSE, run")
+xi = torch.tensor([[1, -2, 3, 0], [4, 5, -6, 7], [0, 1, 2, 3]])
+ys = torch.randn(3, 4)
+counter = from_torch(torch.zeros(4))
+# (what is merged or not, the program, its op counts after CSE)
+CSE_CASES = [
+    ("(a + 2) * (a + 2.0) for an int64 a (a value's key is its type and value: x + 2 is int64, x + 2.0 float32)",
+     lambda a, b: (a + 2) * (a + 2.0), {"add": 2, "mul": 1}),
+    ("c(a, b) + c(a, b), c = ((a * b).exp() - 1).tanh() (once the first node of the second c is replaced, the next "
+     "one's argument is the node it was replaced by: the whole chain merges)",
+     lambda a, b: ((a * b).exp() - 1).tanh() + ((a * b).exp() - 1).tanh(), {"mul": 1, "exp": 1, "sub": 1, "tanh": 1, "add": 1}),
+    ("(a - b) * (b - a) (the arguments in their order: a - b and b - a differ)",
+     lambda a, b: (a - b) * (b - a), {"sub": 2, "mul": 1}),
+    ("a.to(dtype=torch.float64) + a.to(dtype=torch.bool) * b (the kwargs are part of the key)",
+     lambda a, b: a.to(dtype=torch.float64) + a.to(dtype=torch.bool) * b, {"to": 2, "mul": 1, "add": 1}),
+]
+for what, program, counts in CSE_CASES:
+    merged = eliminate_common_subexpressions(capture(program, from_torch(xi), from_torch(ys)))
+    compare.assert_equal(merged.op_counts(), counts, f"the op counts after CSE of {what}")
+    compare.assert_matches(run_graph(merged, from_torch(xi), from_torch(ys)), program(xi, ys),
+                           f"the graph after CSE of {what}, run")
+
+
+def updates(a, b):
+    with no_grad():
+        counter[:2].add_(1)
+        counter[:2].add_(1)
+    return b + counter
+
+
+merged = eliminate_common_subexpressions(capture(updates, from_torch(xi), from_torch(ys)))
+compare.assert_equal(merged.op_counts(), {"getitem": 1, "add_": 2, "add": 1},
+                     "the op counts after CSE of counter[:2].add_(1) twice, then b + counter (the two views merge, but "
+                     "never operators with side effects: two add_ are two updates)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_cse(draw):
@@ -1254,8 +1461,32 @@ print(folded)
 compare.assert_equal(folded.op_counts(), {"mul": 1, "add": 1}, "the op counts after folding a * (c.exp() + 1).sqrt() + c")
 xs = torch.randn(3, 4)
 scale_t = torch.tensor([1.0, 2.0, 3.0, 4.0])
-compare.assert_matches(run_graph(folded, from_torch(xs)), xs * (scale_t.exp() + 1).sqrt() + scale_t,
-                       "the folded graph, run on a new x")
+with compare.labelled("the folded graph, run on a new x (a folded node is Node(name, 'constant', (), dict(meta, "
+                      "value=result)): run_graph takes its meta['value'])"):
+    out = run_graph(folded, from_torch(xs))
+compare.assert_matches(out, xs * (scale_t.exp() + 1).sqrt() + scale_t, "the folded graph, run on a new x")
+p_t = torch.tensor([0.5, 1.0, 1.5, 2.0])
+p = from_torch(p_t.clone()).requires_grad_()
+counter = from_torch(torch.zeros(4))
+
+
+def with_parameter(a):
+    with no_grad():
+        counter.add_(scale)  # in place, on constants alone
+    return a * (p * 2) + counter
+
+
+folded = fold_constants(capture(with_parameter, x))
+print(folded)
+what = "fold_constants of counter.add_(c) (in no_grad()), then a * (p * 2) + counter, p requiring grad"
+compare.assert_equal(folded.op_counts().get("mul"), 2, f"{what}: the number of mul (p requires grad: a parameter, "
+                                                       "which training changes, is never folded)")
+compare.assert_equal(folded.op_counts().get("add_"), 1, f"{what}: the number of add_ (an operation in place is never "
+                                                        "folded: it runs on every call)")
+with no_grad():
+    out = run_graph(folded, from_torch(xs))
+compare.assert_matches(out, xs * (p_t * 2) + scale_t * 2, f"{what}: the folded graph, run (counter: c after the "
+                                                          "capture, 2 c after one run)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_fold(draw):
@@ -1553,11 +1784,42 @@ fused = fuse_elementwise(g)
 print(fused)
 print(fused.calls()[0].meta["source"])
 compare.assert_equal(fused.op_counts(), {"fused": 1}, "the op counts of ((x * y).exp() + 1).tanh() * 0.5 after fusion")
-compare.assert_matches(run_graph(fused, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(), "emu")).cpu(),
+
+
+def fused_result(graph, what, *tensors):
+    """run_graph of a fused graph on emulator copies of torch tensors (in their layouts), back on the CPU."""
+    with compare.labelled(f"{what} (the generated kernel, compiled and run by run_graph, which runs a fused node with "
+                          "run_fused)"):
+        return run_graph(graph, *(wrap_torch(t, "emu") for t in tensors)).cpu()
+
+
+compare.assert_matches(fused_result(fused, "the fused kernel of ((x * y).exp() + 1).tanh() * 0.5", xe.clone(), ye.clone()),
                        chain(xe, ye), "the fused kernel of ((x * y).exp() + 1).tanh() * 0.5 for x (3, 4), y (4,)")
 xt = torch.randn(4, 3).t()  # non-contiguous
-compare.assert_matches(run_graph(fused, wrap_torch(xt, "emu"), wrap_torch(ye.clone(), "emu")).cpu(), chain(xt, ye),
-                       "the fused kernel on a transposed x")
+compare.assert_matches(fused_result(fused, "the fused kernel on a transposed x", xt, ye.clone()), chain(xt, ye),
+                       "the fused kernel on a transposed x (each input read at its offset from its strides)")
+fused2 = fuse_elementwise(capture(chain, wrap_torch(xe.double(), "emu"), wrap_torch(ye.double(), "emu")))
+compare.assert_matches(fused_result(fused2, "the fused kernel on float64 tensors", xe.double(), ye.double()),
+                       chain(xe.double(), ye.double()), "the fused kernel of float64 tensors (T is group.ctype: double)")
+ordered = lambda a, b: (2 - (a.exp() - b)) / 4  # sub is not commutative: each member's operands in order
+fused2 = fuse_elementwise(capture(ordered, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(), "emu")))
+compare.assert_equal(fused2.op_counts(), {"fused": 1}, "the op counts of (2 - (x.exp() - y)) / 4 after fusion")
+compare.assert_matches(fused_result(fused2, "the fused kernel of (2 - (x.exp() - y)) / 4", xe.clone(), ye.clone()),
+                       ordered(xe, ye), "the fused kernel of (2 - (x.exp() - y)) / 4 (each member's operands in order, "
+                                        "as group.operand of its arguments gives them)")
+
+
+def past_one_grid():
+    (blocks,), (threads,) = launch_1d(10**9, max_blocks=MAX_BLOCKS)  # the most elements one grid of run_fused covers
+    xl, yl = torch.linspace(-2, 2, blocks * threads + 3), torch.linspace(1, 3, blocks * threads + 3)
+    # (captured on zeros: the run's output must not land, by chance, in memory the capture left holding the answer)
+    fused = fuse_elementwise(capture(ordered, wrap_torch(torch.zeros_like(xl), "emu"), wrap_torch(torch.zeros_like(yl), "emu")))
+    compare.assert_matches(fused_result(fused, f"the fused kernel on {xl.numel()} elements", xl, yl), ordered(xl, yl),
+                           f"the fused kernel of (2 - (x.exp() - y)) / 4 for {xl.numel()} elements, more than one grid "
+                           f"of {blocks} blocks of {threads} threads covers (a grid-stride loop)")
+
+
+with_fixed_inputs(past_one_grid)
 before = memory_traffic(g, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(), "emu"))
 after = memory_traffic(fused, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(), "emu"))
 print("unfused:", before)
@@ -1795,6 +2057,25 @@ compare.assert_matches(run_graph(fused_sum, wrap_torch(xs9.clone(), "emu"), wrap
                        summed_chain(xs9, ys9), "((x * y).exp() + 1).tanh().sum(-1) in one kernel, for x (3, 4), y (4,)")
 compare.assert_matches(run_graph(fused_sum, wrap_torch(xt9, "emu"), wrap_torch(ys9.clone(), "emu")).cpu(),
                        summed_chain(xt9, ys9), "((x * y).exp() + 1).tanh().sum(-1) in one kernel, on a transposed x")
+
+
+def past_the_block():
+    """Rows past the grid's blocks, columns past a block's threads."""
+    for what, xs, ys in [(f"more rows than blocks ({MAX_BLOCKS + 3} rows, {MAX_BLOCKS} blocks: each block sums rows "
+                          "blockIdx.x, blockIdx.x + gridDim.x, ...; every thread reaches each __syncthreads())",
+                          torch.linspace(-2, 2, 2 * (MAX_BLOCKS + 3)).reshape(MAX_BLOCKS + 3, 2), torch.tensor([0.5, -1.0])),
+                         (f"more columns than threads ({SUM_THREADS + 44} columns, {SUM_THREADS} threads: each thread "
+                          "adds c = threadIdx.x, threadIdx.x + blockDim.x, ...)",
+                          torch.linspace(-2, 2, 2 * (SUM_THREADS + 44)).reshape(2, SUM_THREADS + 44),
+                          torch.linspace(-1, 1, SUM_THREADS + 44))]:
+        # (captured on zeros: the run's output must not land, by chance, in memory the capture left holding the answer)
+        graph = capture(summed_chain, wrap_torch(torch.zeros_like(xs), "emu"), wrap_torch(torch.zeros_like(ys), "emu"))
+        with compare.labelled(f"((x * y).exp() + 1).tanh().sum(-1) in one kernel, {what}"):
+            out = run_graph(fuse_sums(graph), wrap_torch(xs.clone(), "emu"), wrap_torch(ys.clone(), "emu")).cpu()
+        compare.assert_matches(out, summed_chain(xs, ys), f"((x * y).exp() + 1).tanh().sum(-1) in one kernel, {what}")
+
+
+with_fixed_inputs(past_the_block)
 print("unfused:   ", memory_traffic(g, wrap_torch(xs9.clone(), "emu"), wrap_torch(ys9.clone(), "emu")))
 print("one kernel:", memory_traffic(fused_sum, wrap_torch(xs9.clone(), "emu"), wrap_torch(ys9.clone(), "emu")))
 print("visible tests passed")
