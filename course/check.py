@@ -9,20 +9,18 @@ there means the visible tests passed (PASSED_VISIBLE says so wherever it is show
 Hidden tests are not in a student's notebook. A self-learner working in a clone of
 the course's repository has them in source/: ``check(hidden=True)`` and
 ``course check --hidden`` grade the saved notebook as the grader does (its
-sandbox, its feedback: messages, never a hidden test's source). The grader is
-imported only then, and only from such a clone: ``import course`` stays light.
+sandbox, its feedback: messages, never a hidden test's source). That is
+course/hidden.py, run by the `course` command in a process of its own: neither
+this module nor the student's kernel ever imports the grader.
 """
 from __future__ import annotations
 
 import html
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 
 from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
@@ -87,7 +85,7 @@ def check_notebook(path: str | Path, chapter: str | None = None, exercise: str |
     `exercise`'s, when given: the run then stops after that exercise's tests)."""
     path = Path(path)
     nb = read_notebook(path)
-    _chapter_of(nb, path, chapter)
+    notebook_chapter(nb, path, chapter)
     found = exercises(nb)
     if exercise is not None:
         ex = found.get(exercise)
@@ -137,19 +135,11 @@ def _html_table(verdicts: list[Verdict], hidden: bool = False) -> str:
 
 
 class HiddenTestsUnavailable(Exception):
-    """The hidden tests cannot run here; the message says why, in one line."""
+    """The hidden tests cannot run here (course/hidden.py); the message says why, in one line."""
 
 
-def course_clone(notebook: Path, chapter: str) -> Path | None:
-    """The clone of the course's repository that holds `chapter`'s hidden tests: the first folder above the
-    notebook, or above this package, with source/<chapter>/<chapter>.py and the grader beside it."""
-    for place in [*notebook.resolve().parents, Path(__file__).resolve().parent.parent]:
-        if (place / "source" / chapter / f"{chapter}.py").is_file() and (place / "autograder").is_dir():
-            return place
-    return None
-
-
-def _chapter_of(nb, path: Path, chapter: str | None) -> str:
+def notebook_chapter(nb, path: Path, chapter: str | None) -> str:
+    """The chapter of the notebook `nb` read from `path`: `chapter`, checked, or the one its metadata names."""
     if chapter is not None:
         expect_chapter(nb, chapter, path)
         return chapter
@@ -157,48 +147,6 @@ def _chapter_of(nb, path: Path, chapter: str | None) -> str:
     if not found:
         raise NotebookError(f"{path} is not a notebook of this course (it names no chapter).")
     return found
-
-
-def grade_with_hidden_tests(path: str | Path, chapter: str | None = None) -> tuple[list[Verdict], list[str]]:
-    """(verdicts, notes) of the grader on the saved notebook at `path`: the chapter's hidden tests from the
-    course clone's source/, in the grader's sandbox. Raises HiddenTestsUnavailable where they cannot run
-    (before running anything), NotebookError for a file that is not this course's notebook."""
-    path = Path(path)
-    chapter = _chapter_of(read_notebook(path), path, chapter)
-    repo = course_clone(path, chapter)
-    if repo is None:
-        raise HiddenTestsUnavailable(
-            f"the hidden tests of {chapter} are not here: they live in source/ of a clone of the course's "
-            "repository (an installed course package or the class hub has none), and your grader runs them.")
-    if shutil.which("bwrap") is None:
-        raise HiddenTestsUnavailable("the hidden tests run only in the grader's sandbox, and bubblewrap is not "
-                                     "installed here: `apt-get install bubblewrap` (scripts/setup.sh does it).")
-    try:  # the grader, and nbgrader under it: only now, and only in a clone (see the module's docstring)
-        from autograder.chapters import find
-        from autograder.grade.grader import Grader
-        from autograder.sandbox.bubblewrap import SandboxError
-    except ImportError as e:
-        raise HiddenTestsUnavailable(f"the grader cannot be imported here ({e}): run the clone's own "
-                                     f"{repo / '.venv/bin/course'}.") from None
-    source = find(repo / "source", chapter)
-    if not source.notebook.is_file():
-        raise HiddenTestsUnavailable(f"{source.notebook} is not built: run `make build` in {repo}.")
-    with tempfile.TemporaryDirectory(prefix="course-hidden-") as work:
-        grader = Grader(source, Path(work) / "grading")
-        try:
-            result = grader.grade("you", path.resolve())
-        except SandboxError as e:
-            raise HiddenTestsUnavailable("the grader's sandbox cannot run here: "
-                                         + (str(e).strip().splitlines() or ["no reason given"])[-1]) from None
-        finally:
-            grader.close()
-    return result.verdicts, result.notes
-
-
-def format_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> str:
-    lines = [HIDDEN_HEADER.format(path=path), format_table(verdicts, hidden=True)]
-    lines += [f"note: {n}" for n in notes]
-    return "\n".join(lines)
 
 
 class Checker:

@@ -264,10 +264,10 @@ def test_check_hidden_without_the_hidden_tests_says_so_and_runs_nothing(tmp_path
 
 
 def test_check_hidden_without_the_sandbox_says_so_and_runs_nothing(tmp_path, monkeypatch, capsys):
-    import course.check
+    import course.hidden
     from course.cli import main
 
-    monkeypatch.setattr(course.check.shutil, "which", lambda name: None)
+    monkeypatch.setattr(course.hidden.shutil, "which", lambda name: None)
     monkeypatch.setattr("autograder.grade.grader.Grader", None)  # running anything would fail loudly
     assert main(["check", "--hidden", str(REPO / "release" / TOUR.id / TOUR.notebook.name)]) == 2
     err = capsys.readouterr().err
