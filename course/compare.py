@@ -22,6 +22,7 @@ comparison itself uses torch's C functions captured here, and no Python code of 
 """
 from __future__ import annotations
 
+import functools
 import sys
 import types
 
@@ -81,17 +82,18 @@ def fail(what: str, detail: str) -> None:
 # same; pytest and the grader, which never call the hook, see the exception as it is.
 def ending_at_the_test(error: BaseException) -> BaseException:
     """`error`, shown by IPython without the course's own frames."""
-    def render():
-        from IPython import get_ipython
-
-        formatter = get_ipython().InteractiveTB
-        try:
-            return formatter.structured_traceback(type(error), error, _without_hidden_frames(error.__traceback__))
-        except Exception:  # never lose the failure over its traceback
-            return formatter.structured_traceback(type(error), error, error.__traceback__)
-
-    error._render_traceback_ = render
+    error._render_traceback_ = functools.partial(_traceback_without_hidden_frames, error)  # picklable, as error is
     return error
+
+
+def _traceback_without_hidden_frames(error: BaseException) -> list[str]:
+    from IPython import get_ipython
+
+    formatter = get_ipython().InteractiveTB
+    try:
+        return formatter.structured_traceback(type(error), error, _without_hidden_frames(error.__traceback__))
+    except Exception:  # never lose the failure over its traceback
+        return formatter.structured_traceback(type(error), error, error.__traceback__)
 
 
 def _without_hidden_frames(tb):
