@@ -3,7 +3,11 @@
 #   course:
 #     chapter: 00_tour
 #     title: PyTorch as a system
-#     files: []
+#     files:
+#     - figures/six_levels.svg
+#     - figures/module_tree.svg
+#     - figures/training_loop.svg
+#     - figures/define_by_run.svg
 # ---
 
 # %% [markdown]
@@ -13,6 +17,8 @@
 # pieces. In this chapter you write nothing framework-like yet: you use real
 # `torch`, but every exercise makes you touch one part of the machine, so that
 # later chapters, where you rebuild that part, have somewhere to attach.
+#
+# **Time:** about 2 hours — seven short exercises and a written answer.
 #
 # **How this notebook works.** Cells marked *YOUR CODE HERE* are yours. Each is
 # followed by a test cell: run it to see whether your answer agrees with real
@@ -47,7 +53,8 @@ print("torch", torch.__version__, "| devices here:", devices())
 #
 # Strip away everything but these and you have the framework this course
 # rebuilds, chapter by chapter: tensors (01), autograd (02), modules (03),
-# training (04) and a device backend with your own CUDA kernels (05).
+# training (04), a device backend with your own CUDA kernels (05) and a
+# compiler that captures, optimises and fuses graphs (06).
 #
 # ## 2. Define-by-run
 #
@@ -81,16 +88,7 @@ print("torch", torch.__version__, "| devices here:", devices())
 #
 # A single `torch.add(x, y)` travels down six levels:
 #
-# ```
-#  your code           z = x + y
-#  Python API          Tensor.__add__, bound from C++ (torch._C.TensorBase; generated
-#                      python_variable_methods.cpp), calls aten::add.Tensor
-#  dispatcher          picks a kernel by the arguments' dispatch keys: device, autograd, modes, ...
-#                      (aten/src/ATen/core/dispatch/Dispatcher.h; keys in c10/core/DispatchKey.h)
-#  ATen (C++)          at::native::add, the operator's C++ definition   (aten/src/ATen/native)
-#  device backend      the CPU kernel (vectorised C++) or the CUDA kernel
-#  hardware            CPU cores and SIMD units, or GPU streaming multiprocessors
-# ```
+# ![The six levels of torch.add(x, y), top to bottom: your code (z = x + y); the Python API (Tensor.__add__, bound from C++, calls aten::add.Tensor); the dispatcher, highlighted, which picks a kernel by the arguments' dispatch keys (Dispatcher.h, DispatchKey.h); ATen's at::native::add; the device backend's CPU or CUDA kernel; the hardware](figures/six_levels.svg)
 #
 # The dispatcher is why one Python call can mean a CPU loop, a CUDA kernel, or
 # "record this for autograd, then call the kernel": it looks at the tensors'
@@ -149,17 +147,25 @@ def torch_matmul_shape(a, b):
         return ValueError
 
 
-def expect_matmul_shape(a, b):
+def expect_matmul_shape(a, b, rule=None):
+    """matmul_shape(a, b) against torch's shape or error; `rule`, when given, names the rule the pair tries."""
     expected = torch_matmul_shape(a, b)
-    what = f"matmul_shape({a}, {b})"
+    what = f"matmul_shape({a}, {b})" + (f" ({rule})" if rule else "")
     if expected is ValueError:
         compare.assert_raises(ValueError, matmul_shape, what, a, b)
     else:
         compare.assert_equal(tuple(matmul_shape(a, b)), expected, what)
 
 
-for a, b in [((2, 3), (3, 4)), ((3,), (3, 5)), ((2, 3), (3,)), ((3,), (3,)), ((2, 3), (4, 5))]:
-    expect_matmul_shape(a, b)
+expect_matmul_shape((2, 3), (3, 4), "two matrices")
+expect_matmul_shape((3,), (3, 5), "a 1-D left operand is a row: its 1 is removed from the result")
+expect_matmul_shape((2, 3), (3,), "a 1-D right operand is a column: its 1 is removed from the result")
+expect_matmul_shape((3,), (3,), "two 1-D operands give a 0-dim result")
+expect_matmul_shape((2, 3), (4, 5), "a[-1] must equal b[-2]")
+expect_matmul_shape((), (3,), "both operands need at least one dimension")
+expect_matmul_shape((2, 1, 3, 4), (5, 4, 2), "batch dimensions broadcast: (2, 1) with (5,)")
+expect_matmul_shape((4,), (2, 4, 3), "a 1-D operand against a batch of matrices")
+expect_matmul_shape((2, 3, 4), (3, 4, 5), "batch dimensions 2 and 3 do not broadcast")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_matmul_pair():
@@ -219,6 +225,15 @@ compare.assert_matches(gradient_of(lambda x: x * x + 3 * x, x), torch.tensor(7.0
 v = torch.tensor([0.5, -1.0, 2.0])
 compare.assert_matches(gradient_of(lambda x: (x.sin() * x).sum(), v), v.sin() + v * v.cos(),
                        "gradient of (sin(x) * x).sum()")
+assert not x.requires_grad and x.grad is None, (
+    f"gradient_of must leave the caller's x as it was: after gradient_of(f, x), x.requires_grad is "
+    f"{x.requires_grad} and x.grad is {x.grad} (both should be as before: False and None). "
+    "Work on x.detach().clone() instead.")
+compare.assert_matches(gradient_of(lambda x: x * x + 3 * x, x), torch.tensor(7.0),
+                       "a second call of gradient_of(x*x + 3*x) at x = 2 (nothing may accumulate between calls)")
+compare.assert_raises(RuntimeError, gradient_of,
+                      "gradient_of(f, x) where f(x) has shape (3,) (let autograd's error through, do not .sum())",
+                      lambda x: x * 2, torch.ones(3))
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def torch_gradient(f, x):
@@ -327,6 +342,8 @@ for _ in range(5):
 # - one parameter may appear in several places (weight tying, or the same layer
 #   used twice): count it once, as `parameters()` does. Compare objects, not values.
 #
+# ![A module tree: model has three children, embed (a Linear without bias), body (a Sequential of a Linear and a ReLU) and head (a Linear without bias); head.weight is embed.weight, one Parameter object found in two places: the tree holds 52 numbers in its places, parameters() counts 36](figures/module_tree.svg)
+#
 # Do not call `parameters()`, `named_parameters()`, `modules()` or `children()`:
 # the tests run your function on models where those are switched off.
 
@@ -353,10 +370,6 @@ def torch_count(model):
     return sum(p.numel() for p in model.parameters())
 
 
-model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 2, bias=False)))
-compare.assert_equal(count_parameters(model), torch_count(model), "count_parameters of a nested Sequential")
-print("visible tests passed")
-### BEGIN HIDDEN TESTS
 def switch_off_walkers(model):
     """Make every walker of the model's modules fail, so the count must walk _modules/_parameters."""
     def refuse(*args, **kwargs):
@@ -368,6 +381,22 @@ def switch_off_walkers(model):
     return model
 
 
+model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 2, bias=False)))
+reference = torch_count(model)
+compare.assert_equal(count_parameters(switch_off_walkers(model)), reference,
+                     "count_parameters of a nested Sequential, with a bias of None (walk _parameters and "
+                     "_modules yourself: parameters() and the other walkers are switched off here)")
+layer = nn.Linear(4, 6)
+twice = nn.Sequential(layer, nn.ReLU(), layer)
+compare.assert_equal(count_parameters(twice), torch_count(twice),
+                     "count_parameters of nn.Sequential(layer, nn.ReLU(), layer): a layer used twice counts once")
+tied = nn.Sequential(nn.Linear(5, 5), nn.Linear(5, 5, bias=False))
+tied[1].weight = tied[0].weight
+compare.assert_equal(count_parameters(tied), torch_count(tied),
+                     "count_parameters with a weight shared by two layers (tied[1].weight = tied[0].weight): "
+                     "a shared parameter counts once")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
 def random_model(depth=0):
     root = nn.Module()
     for i in range(inputs.randint(1, 3)):
@@ -406,14 +435,12 @@ compare.assert_equal(count_parameters(nn.ReLU()), 0, "count_parameters(nn.ReLU()
 # Every training loop in PyTorch, however large, repeats the same six steps.
 # Each is owned by a different component:
 #
-# | step | code | owned by |
-# |---|---|---|
-# | 1. next batch | `x, y = next(batches)` | `DataLoader` (`torch.utils.data`) |
-# | 2. forward | `out = model(x)` | `nn.Module` — the forward pass records the graph |
-# | 3. loss | `loss = loss_fn(out, y)` | a loss function (a `Module` too) |
-# | 4. clear old gradients | `optimizer.zero_grad()` | the optimizer |
-# | 5. backward | `loss.backward()` | the autograd engine |
-# | 6. update | `optimizer.step()` | the optimizer |
+# ![Six steps on a circle, each with its code and its owner: 1. next batch, x, y = next(batches), the DataLoader; 2. forward, out = model(x), the Module, which records the graph; 3. loss, loss = loss_fn(out, y), a loss function; 4. clear old gradients, optimizer.zero_grad(), the optimizer; 5. backward, loss.backward(), the autograd engine; 6. update, optimizer.step(), the optimizer; then back to step 1](figures/training_loop.svg)
+#
+# Step 4 may move, but not past step 5: gradients **add up** in `.grad`, so
+# the last batch's must be gone before `backward()` writes this batch's.
+# (Torch's own tutorials call `zero_grad()` last, after `step()`: the same
+# clearing, done at the end of the previous iteration.)
 #
 # Step through one iteration below and watch one parameter: its value, its
 # gradient after `backward`, and its update after `step`.
@@ -538,13 +565,10 @@ loader = DataLoader(data, batch_size=16)
 diagnose_epoch(model, loader, "train_one_epoch, SGD, 40 samples in batches of 16")
 got = train_one_epoch(model, loader, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1))
 want = reference_epoch(twin, loader, nn.CrossEntropyLoss(), torch.optim.SGD(twin.parameters(), lr=0.1))
-compare.assert_matches(torch.tensor(got), torch.tensor(want), "train_one_epoch's average loss")
+compare.assert_matches(torch.tensor(got), torch.tensor(want), "train_one_epoch's average loss per sample "
+                       "(each batch's loss weighted by its size: batches of 16, 16 and 8)")
 for (name, p), q in zip(model.named_parameters(), twin.parameters()):
     compare.assert_matches(p, q, f"parameter {name} after one epoch")
-loss, acc = evaluate(model, loader, nn.CrossEntropyLoss())
-assert 0.0 <= acc <= 1.0, f"accuracy must be a fraction between 0 and 1, got {acc}"
-print("visible tests passed")
-### BEGIN HIDDEN TESTS
 class Spy(nn.Module):
     """Wraps a model and records, at each forward, whether it was in training mode and grad mode."""
     def __init__(self, inner):
@@ -557,6 +581,29 @@ class Spy(nn.Module):
         return self.inner(x)
 
 
+spy = Spy(model)
+spy.eval()  # train_one_epoch must switch it back
+train_one_epoch(spy, loader, nn.CrossEntropyLoss(), torch.optim.SGD(spy.parameters(), lr=0.1))
+assert spy.calls and all(training for training, _ in spy.calls), (
+    "train_one_epoch must put the model in training mode (model.train()): given a model in eval mode, "
+    "it ran a forward pass in eval mode")
+spy.calls.clear()
+loss, acc = evaluate(spy, loader, nn.CrossEntropyLoss())
+assert spy.calls and not any(training for training, _ in spy.calls), (
+    "evaluate must put the model in evaluation mode (model.eval()): it ran a forward pass in training mode")
+assert not any(grad for _, grad in spy.calls), (
+    "evaluate must compute no gradients: it ran a forward pass with grad mode on (an autograd graph was "
+    "recorded). Wrap the loop in torch.no_grad()")
+with torch.no_grad():
+    outs = [(model(x), y) for x, y in loader]
+want_loss = sum(nn.CrossEntropyLoss()(o, y).item() * len(y) for o, y in outs) / len(data)
+want_acc = sum((o.argmax(1) == y).sum().item() for o, y in outs) / len(data)
+compare.assert_matches(torch.tensor(loss), torch.tensor(want_loss),
+                       "evaluate's average loss per sample (40 samples in batches of 16)")
+compare.assert_matches(torch.tensor(acc), torch.tensor(want_acc),
+                       "evaluate's accuracy: the fraction of samples whose argmax over dim 1 equals the label")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
 for optimizer_kind in ["sgd", "sgd+momentum", "adam"]:
     data = blobs(inputs.randint(20, 60))
     batch = inputs.randint(3, 16)
@@ -602,7 +649,11 @@ for optimizer_kind in ["sgd", "sgd+momentum", "adam"]:
 #
 # Because the graph is recorded as the code runs, a `while` loop whose length
 # depends on the input is fine: autograd differentiates exactly the operations
-# that ran for *this* input. Write `forward` of `RepeatUntilSmall`:
+# that ran for *this* input.
+#
+# ![Define-by-run: the loop while h.norm() > tol: h = 0.5 * h + 0.1 * tanh(block(h)) records one step for a small input (norm 1.2) and four steps for a large one (norm 12): two inputs, two graphs of different lengths from x to h](figures/define_by_run.svg)
+#
+# Write `forward` of `RepeatUntilSmall`:
 #
 # ```
 # h = x; steps = 0
@@ -665,6 +716,10 @@ def compare_repeat(module, x, what):
 module = RepeatUntilSmall(4)
 compare_repeat(module, torch.tensor([3.0, -2.0, 1.0, 0.5]), "RepeatUntilSmall(4) on a large x")
 compare_repeat(module, torch.tensor([0.1, 0.2, -0.1, 0.0]), "RepeatUntilSmall(4) on a small x")
+compare_repeat(RepeatUntilSmall(4, max_steps=2), torch.tensor([30.0, -20.0, 10.0, 5.0]),
+               "RepeatUntilSmall(4, max_steps=2) on an x of norm 38 (the loop stops after max_steps steps)")
+h, steps = module(torch.tensor([3.0, -2.0, 1.0, 0.5]))
+assert type(steps) is int, f"RepeatUntilSmall must return steps as a Python int, got a {type(steps).__name__}"
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 seen_steps = set()
@@ -743,6 +798,13 @@ compare.assert_equal(pick_device(), torch.device("cuda" if torch.cuda.is_availab
 batch = {"x": torch.randn(2, 3), "y": torch.tensor([1, 0]), "name": "batch 1"}
 for device in devices() + ["meta"]:
     assert_moved(to_device(batch, device), batch, device, f"to_device(batch, {device!r})")
+nested = {"pair": (torch.ones(2), [torch.zeros(1), 7]), "mask": [torch.ones(3) > 0, None]}
+snapshot = repr(nested)
+for device in devices() + ["meta"]:
+    assert_moved(to_device(nested, device), nested, device,
+                 f"to_device(nested, {device!r}) (containers are walked at every depth; a tuple stays a tuple)")
+    assert repr(nested) == snapshot, (
+        f"to_device(nested, {device!r}) changed the caller's batch: build new containers instead")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_batch(depth=0):

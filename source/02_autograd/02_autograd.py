@@ -3,7 +3,10 @@
 #   course:
 #     chapter: 02_autograd
 #     title: Autograd
-#     files: []
+#     files:
+#     - figures/backward_graph.svg
+#     - figures/autograd_key.svg
+#     - figures/sum_to_shape.svg
 # ---
 
 # %% [markdown]
@@ -28,6 +31,8 @@
 #
 # Every test runs the same computation through your autograd and through
 # `torch.autograd`, and compares the results and every gradient.
+#
+# **Time:** about 6 hours — ten exercises; the engine (exercise 4) is the longest.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
 # followed by a test cell. The visible tests are a first taste; at grading,
@@ -328,6 +333,18 @@ expect_same_modes([("with", "no_grad", [("with", "no_grad", [("look",)]), ("look
 expect_same_modes([("raise", "no_grad", [("look",)]), ("look",)])
 expect_same_modes([("call", "no_grad", 0, []), ("look",)])
 expect_same_modes([("with", "no_grad", [("call", "enable_grad", 0, [])]), ("look",)])
+# a decorated function that calls itself: each call needs its own context manager to remember its own mode
+expect_same_modes([("call", "no_grad", 2, [("look",)]), ("look",)])
+
+
+def raise_inside(manager):
+    with manager():
+        raise Oops()
+
+
+for manager in (no_grad, enable_grad):
+    compare.assert_raises(Oops, raise_inside, f"an exception raised inside `with {manager.__name__}():` "
+                                              "(it must go on: __exit__ returns False)", manager)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_program(draw, depth=0):
@@ -509,6 +526,8 @@ def gradient_edge(t: Tensor) -> tuple:
 
 
 # %% tests="ex_leaves" points=2
+import gc
+
 from course.testing import describe, same_layout_copy
 
 
@@ -564,12 +583,16 @@ def expect_accumulation(t: torch.Tensor, grads):
                                        "first is still alive: keep it (through a weakref) and give the same one back")
     for i, g in enumerate(grads):
         g_ours = from_torch(same_layout_copy(g))
+        kept, kept_theirs = ours.grad, theirs.grad
         with torch.no_grad():
             node_theirs(g)
         result = node(g_ours)
         assert result == (), f"{what} returned {result!r}; an AccumulateGrad node returns () (it has no inputs)"
         compare.assert_matches(ours.grad, theirs.grad, f"{what}: .grad after {i + 1} call(s)")
         compare.assert_no_shared_memory(ours.grad, g_ours, f"{what}: .grad after {i + 1} call(s)")
+        if kept_theirs is not None and theirs.grad is kept_theirs:
+            assert ours.grad is kept, (f"{what}: call {i + 1} replaced .grad by a new tensor; torch adds the "
+                                       "gradient into the .grad it has, in place (.grad += grad)")
 
 
 x = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]])
@@ -579,6 +602,32 @@ expect_requires_grad_rules(torch.tensor([1, 2, 3]))
 expect_accumulation(x, [torch.ones(2, 3), torch.full((2, 3), 0.5)])
 plain = from_torch(x.clone())
 compare.assert_equal(gradient_edge(plain), (None, 0), "gradient_edge(x) for a tensor that does not require grad")
+
+
+def expect_weak_accumulator():
+    """The leaf keeps its AccumulateGrad through a weak reference: once nothing else holds the node, it is freed."""
+    leaf = from_torch(torch.ones(3)).requires_grad_()
+    node_ref = weakref.ref(accumulator(leaf))
+    gc.collect()
+    assert node_ref() is None, ("the leaf keeps its AccumulateGrad node alive: keep it in _grad_accumulator through "
+                                "weakref.ref(node), so that a tensor and its node do not keep each other alive")
+    assert accumulator(leaf).variable is leaf, "gradient_edge(x) after x's AccumulateGrad node was freed: a new node"
+
+
+def expect_computed_rules():
+    """A computed tensor (one whose _grad_fn is set): not a leaf, its edge is its grad_fn, requires_grad stays on."""
+    y = from_torch(torch.tensor([1.0, 2.0]))
+    y._grad_fn, y._requires_grad = Node(), True
+    compare.assert_equal(y.is_leaf, False, "y.is_leaf for a computed y (one whose _grad_fn is set)")
+    assert gradient_edge(y)[0] is y._grad_fn, "gradient_edge(y) for a computed y must be (y.grad_fn, 0)"
+    compare.assert_raises(RuntimeError, setattr, "y.requires_grad = False for a computed y (only leaves may switch "
+                                                 "it off)", y, "requires_grad", False)
+    y.requires_grad_(True)
+    compare.assert_equal(y.requires_grad, True, "y.requires_grad after y.requires_grad_(True) on a computed y")
+
+
+expect_weak_accumulator()
+expect_computed_rules()
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 import gc
@@ -872,6 +921,55 @@ expect_same_call(Plus, [h, x], "Plus.apply(Squash.apply(x), x)")
 with no_grad():
     out = Square[0].apply(x[0])
 assert out.grad_fn is None and not out.requires_grad, "Square.apply(x) inside no_grad() recorded a node"
+seen_inside = []  # (grad mode, ctx.needs_input_grad) inside each forward of Inspect, yours then torch's
+
+
+def _inspect_forward(ctx, a, b, k):
+    mode = is_grad_enabled() if isinstance(a, Tensor) else torch.is_grad_enabled()
+    seen_inside.append((mode, tuple(ctx.needs_input_grad)))
+    return a * b * k
+
+
+Inspect = twin("Inspect", _inspect_forward, lambda ctx, grad: (grad, grad, None))
+Inspect[0].apply(x[0], y[0], 2.0)
+Inspect[1].apply(x[1], y[1], 2.0)
+(mode, needs), (mode_theirs, needs_theirs) = seen_inside
+compare.assert_equal(mode, mode_theirs, "is_grad_enabled() inside forward, during Inspect.apply(x, y, 2.0) "
+                                        "(apply runs forward with grad mode off)")
+compare.assert_equal(needs, needs_theirs, "ctx.needs_input_grad inside Inspect.apply(x, y, 2.0), where x requires "
+                                          "grad and y does not (one bool per argument)")
+scaled = Scale[0].apply(x[0], 1.5)
+compare.assert_equal(len(scaled.grad_fn.next_functions), 2, "len(Scale.apply(x, 1.5).grad_fn.next_functions) "
+                                                            "(one entry per argument, the number included)")
+compare.assert_equal(scaled.grad_fn.next_functions[1], (None, 0),
+                     "Scale.apply(x, 1.5).grad_fn.next_functions[1] (a number argument gets (None, 0))")
+total = Total[0].apply(x[0])
+compare.assert_equal(tuple(total.grad_fn.metadata[0]), (), "Total.apply(x).grad_fn.metadata[0] for x of shape (3,) "
+                                                           "(the shape of the output, not of an input)")
+compare.assert_equal(total.grad_fn.metadata[1], total.dtype, "Total.apply(x).grad_fn.metadata[1] (the output's dtype)")
+
+
+def expect_saved_and_released():
+    """saved_tensors gives back what forward saved; release_variables() drops it (its memory is freed) for good."""
+    a, b = from_torch(torch.ones(3)).requires_grad_(), from_torch(torch.full((3,), 2.0))
+    node = Times[0].apply(a, b).grad_fn
+    saved = node.saved_tensors
+    assert len(saved) == 2 and saved[0] is a and saved[1] is b, (
+        "ctx.saved_tensors must give back exactly what forward saved: (a, b) for Times.apply(a, b)")
+    memory = weakref.ref(b.untyped_storage())
+    del saved, b
+    gc.collect()
+    assert memory() is not None, "the node must keep what forward saved until release_variables()"
+    node.release_variables()
+    gc.collect()
+    assert memory() is None, ("after release_variables() the node still holds what forward saved: drop it, "
+                              "so that its memory can be freed")
+    compare.assert_raises(RuntimeError, lambda: node.saved_tensors,
+                          "ctx.saved_tensors after ctx.release_variables() (torch: RuntimeError(FREED))")
+    assert Plus[0].apply(a, a).grad_fn.saved_tensors == (), "saved_tensors of a node that saved nothing must be ()"
+
+
+expect_saved_and_released()
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 seen_modes = []
@@ -968,19 +1066,9 @@ assert Plus[0].apply(x[0], x[0]).grad_fn.saved_tensors == (), "saved_tensors of 
 # ## Exercise 4 — the engine
 #
 # `loss.backward()` hands the graph to the **engine**. Take `h = x * y` and
-# `out = (h + h.exp()).sum()`; the backward graph is
+# `out = (h + h.exp()).sum()`; the backward graph, as torch builds it, is
 #
-# ```
-#            SumBackward            <- the root: gradient 1
-#                 │
-#            AddBackward
-#             │        │
-#             │    ExpBackward
-#             │        │
-#            MulBackward            <- reached twice: it waits for both
-#             │        │
-#   AccumulateGrad(x)  AccumulateGrad(y)
-# ```
+# ![The backward graph of out = (h + h.exp()).sum() with h = x * y, walked from out.grad_fn through next_functions: SumBackward0, the root, which gets gradient 1; its next_functions entry 0 is AddBackward0; AddBackward0's entry 0 is MulBackward0 and entry 1 is ExpBackward0; ExpBackward0's entry 0 is MulBackward0 again, so MulBackward0 is reached by 2 edges and waits for both; MulBackward0's entries 0 and 1 are AccumulateGrad of x and of y, which fill x.grad and y.grad](figures/backward_graph.svg)
 #
 # (Torch names these nodes with an overload index — `MulBackward0`,
 # `ExpBackward0`, `SumBackward0` — because one operator may have several
@@ -1147,6 +1235,37 @@ compare.assert_raises(RuntimeError, ours[-1].backward, "a backward() through the
 compare.assert_raises(RuntimeError, build_pair([(Times, (0, 1), ())], x)[0][-1].backward,
                       "backward() of a tensor of shape (3,) without a gradient")
 compare.assert_raises(RuntimeError, from_torch(torch.ones(())).backward, "backward() of a tensor that does not require grad")
+leaf = leaf_pair(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), True)[0]
+compare.assert_raises(RuntimeError, leaf.backward, "x.backward(g) with g of shape (1, 3) for a leaf x of shape (2, 3) "
+                                                   "(a given gradient must have the tensor's shape)", from_torch(torch.ones(1, 3)))
+assert leaf.grad is None, "x.backward(g) with a g of the wrong shape raised, but left a .grad on x: check g's shape first"
+ExtraGradient = twin("ExtraGradient", lambda ctx, x: x * 2, lambda ctx, grad: (grad * 2, grad))
+NarrowGradient = twin("NarrowGradient", lambda ctx, x: x * 2, lambda ctx, grad: grad[:1] * 2)
+for pair, rule in [(ExtraGradient, "its node returns two gradients for one input: RuntimeError"),
+                   (NarrowGradient, "its node returns a gradient of shape (1,) for an input of shape (3,): "
+                                    "RuntimeError, naming the node and the index")]:
+    x = leaf_pair(torch.tensor([1.0, 2.0, 3.0]), True)
+    compare.assert_raises(RuntimeError, pair[1].apply(x[1]).backward, f"torch's {pair[0].__name__}", torch.ones(3))
+    compare.assert_raises(RuntimeError, pair[0].apply(x[0]).backward, f"{pair[0].__name__}.apply(x).backward(g): {rule}",
+                          from_torch(torch.ones(3)))
+ToFloat64 = twin("ToFloat64", lambda ctx, x: x.double() if isinstance(x, torch.Tensor) else
+                 from_numpy(x.numpy().astype(np.float64)), lambda ctx, grad: grad)
+expect_backward([(ToFloat64, (0,), ())], [leaf_pair(torch.tensor([1.0, 2.0, 3.0]), True)],
+                "ToFloat64.apply(x) for a float32 x, whose backward returns a float64 gradient (the engine casts "
+                "each gradient to the dtype its node expects, metadata[1])", torch.ones(3, dtype=torch.float64))
+modes_in_backward = []  # is_grad_enabled() inside PeekBackward's backward: yours, then torch's
+
+
+def _peek_in_backward(ctx, grad):
+    modes_in_backward.append(is_grad_enabled() if isinstance(grad, Tensor) else torch.is_grad_enabled())
+    return grad
+
+
+PeekBackward = twin("PeekBackward", lambda ctx, x: x * 1, _peek_in_backward)
+expect_backward([(PeekBackward, (0,), ())], [leaf_pair(torch.tensor([1.0, 2.0, 3.0]), True)], "PeekBackward.apply(x)",
+                torch.ones(3))
+compare.assert_equal(modes_in_backward[0], modes_in_backward[1],
+                     "is_grad_enabled() inside a node's backward (the engine runs the nodes with grad mode off)")
 x = leaf_pair(torch.randn(4), True)
 expect_backward([(Scale, (0,), (1.0001,))] * 1 + [(Scale, (i,), (1.0001,)) for i in range(1, 5000)], [x],
                 "a chain of 5000 Scale(h, 1.0001) (a recursive walk runs out of stack here)", torch.randn(4))
@@ -1357,6 +1476,23 @@ with_fixed_inputs(test_a_very_deep_chain)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### The autograd graph viewer
+#
+# Type an expression over the leaves `x`, `y` (shape `(3,)`), `W` `(2, 3)` and
+# `b` `(2,)` — or pick an example — and see the graph your autograd recorded:
+# the tensors, the backward nodes named as torch names them, and their edges.
+# Then step through `backward()` one node at a time, and watch each gradient
+# arrive: the engine you just wrote, in slow motion. Beside it, torch's
+# `grad_fn` chain for the same expression. (Until your exercises run, the
+# viewer shows torch's graph; each operation joins yours once its exercise,
+# 5 to 9, has run.)
+
+# %%
+from course.widgets.autograd_graph import explore
+
+explore(from_torch, no_grad)
+
+# %% [markdown]
 # ## 3. Autograd in front of the kernels
 #
 # Chapter 01's kernels compute, but record nothing. Torch solves this with its
@@ -1369,15 +1505,7 @@ with_fixed_inputs(test_a_very_deep_chain)
 # picotorch does the same with chapter 01's dispatcher, and changes no method
 # of `Tensor`:
 #
-# ```
-#  y = x.exp()                  x requires grad, grad mode on
-#  Tensor.exp                   dispatch("exp", x)
-#  key set                      {Autograd, CPU}  ->  Autograd's kernel: Exp.apply(x)
-#    Exp.apply                  makes the node; runs forward with Autograd excluded
-#    Exp.forward                unary_kernel("exp", x) = redispatch below Autograd
-#  key set below Autograd       {CPU}  ->  chapter 01's CPU kernel of "exp"
-#  Exp.apply                    y._grad_fn = the node
-# ```
+# ![y = x.exp() with x requiring grad, level by level: your code; Tensor.exp calls dispatch("exp", x); the key set {Autograd, CPU} picks the highest key, Autograd, whose kernel is Exp.apply(x); Exp.apply makes the node and runs Exp.forward with Autograd excluded, and forward's unary_kernel("exp", x) redispatches below Autograd; the key set below is {CPU}, chapter 01's CPU kernel of exp; finally Exp.apply sets y._grad_fn to the node](figures/autograd_key.svg)
 #
 # - `@register("exp")` over a `Function` puts it in `FUNCTIONS` and registers
 #   its `apply` as the `Autograd` kernel of `"exp"`;
@@ -1889,10 +2017,7 @@ for name in UNARY_OPS:
 # left, and over the dims where the input had size 1 — then reshaped to the
 # input's shape:
 #
-# ```
-# grad (2, 3, 4)  ->  input of shape (3, 1):  sum over dim 0 (added) and dim 2 (size 1 in the input)
-#                     -> (1, 3, 1) with keepdim -> reshape to (3, 1)
-# ```
+# ![A gradient of shape (2, 3, 4) for an input of shape (3, 1), the shapes aligned on the right. Dim 0 was added by broadcasting: sum it, drop it. Dim 1 has the same size, 3: keep it. Dim 2 has size 1 in the input, stretched to 4: sum it, keep it as 1. Summing dims 0 and 2 with keepdim gives (1, 3, 1); a reshape gives (3, 1)](figures/sum_to_shape.svg)
 #
 # Write `sum_to_shape(grad, shape)` — torch's `at::sum_to`, which you can try as
 # `Tensor.sum_to_size` — and give it one more duty: for `shape=None` (what
@@ -2270,6 +2395,10 @@ for call, f in {"a.sum()": lambda a: a.sum(), "a.sum(0)": lambda a: a.sum(0), "a
     expect_op(f, [x.T], call + " for a transposed a")
 expect_op(lambda a: a.max(), [torch.tensor([1.0, 3.0, 3.0])], "a.max() with a tie (torch shares the gradient)")
 expect_op(lambda a: a.max(0).values, [torch.tensor([1.0, 3.0, 3.0])], "a.max(0).values with a tie")
+square = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+for call, f in {"a.sum(1)": lambda a: a.sum(1), "a.mean(1)": lambda a: a.mean(1)}.items():
+    expect_op(f, [square], f"{call} for a square a (grad of shape (3,) goes back to the kept shape (3, 1) "
+                           "before it is expanded: expanding (3,) itself would spread it along the wrong dim)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 from course.testing import random_dim
@@ -2644,6 +2773,10 @@ VISIBLE_VIEWS = {
 for text, f in VISIBLE_VIEWS.items():
     expect_op(f, [x], text)
     expect_op(f, [x.transpose(0, 2).contiguous().transpose(0, 2)], text + " for a non-contiguous a")
+transposed = torch.arange(24.).reshape(4, 3, 2).permute(2, 1, 0)  # a gradient of shape (2, 3, 4), not contiguous
+for text, f in {"a.view(2, 3, 4)": lambda a: a.view(2, 3, 4), "a.reshape(2, 3, 4)": lambda a: a.reshape(2, 3, 4)}.items():
+    expect_op(f, [torch.arange(24.).reshape(6, 4)], f"{text} with a gradient that arrives transposed (the backward "
+                                                    "must reshape it: a .view of it fails)", gradient=transposed)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_key(draw, shape):
@@ -2939,6 +3072,14 @@ CubeWrong = twin("CubeWrong", _cube_forward, lambda ctx, grad: 2 * ctx.saved_ten
 x = torch.tensor([[0.5, -1.0], [2.0, 0.25]], dtype=torch.float64)
 expect_numerical_gradient(lambda a: (a * a).exp(), [x], "(a * a).exp()")
 expect_numerical_gradient(lambda a, b: (a @ b).tanh(), [x, x.T], "(a @ b).tanh()")
+expect_numerical_gradient(lambda a: (a * a).exp(), [x], "(a * a).exp() (at eps=1e-3, only a central difference "
+                                                        "(L(x + eps) - L(x - eps)) / (2 eps) is this close)", eps=1e-3)
+expect_numerical_gradient(lambda a, k: a * k, [x, 2.5], "a * k for a number k (its entry is None)")
+expect_numerical_gradient(lambda a, b: a * b, [x, x.T], "a * b where b does not require grad (its entry is None)",
+                          requires_grad=[True, False])
+compare.assert_raises(ValueError, numerical_gradient, "numerical_gradient on a float32 input that requires grad "
+                      "(central differences need float64)", lambda a: a * 2, [from_torch(torch.ones(3)).requires_grad_()],
+                      from_torch(torch.ones(3)))
 expect_gradcheck(Cube, [x], "Cube.apply, x")
 expect_gradcheck(CubeWrong, [x], "CubeWrong.apply, x")
 print("visible tests passed")
@@ -3025,21 +3166,6 @@ for_random_inputs(test_gradchecks, 3)
 
 # %% free=true
 
-
-# %% [markdown]
-# ## The autograd graph viewer
-#
-# Type an expression over the leaves `x`, `y` (shape `(3,)`), `W` `(2, 3)` and
-# `b` `(2,)` — or pick an example — and see the graph your autograd recorded:
-# the tensors, the backward nodes named as torch names them, and their edges.
-# Then step through `backward()` one node at a time, and watch each gradient
-# arrive. Beside it, torch's `grad_fn` chain for the same expression. (Until
-# your exercises run, the viewer shows torch's graph.)
-
-# %%
-from course.widgets.autograd_graph import explore
-
-explore(from_torch, no_grad)
 
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`).

@@ -3,7 +3,10 @@
 #   course:
 #     chapter: 03_module
 #     title: Module
-#     files: []
+#     files:
+#     - figures/setattr.svg
+#     - figures/module_tree.svg
+#     - figures/linear_shapes.svg
 # ---
 
 # %% [markdown]
@@ -37,6 +40,8 @@
 # | `Sequential`, `ModuleList` | `torch.nn` | 9 |
 # | `LayerNorm`, `BatchNorm1d` | `torch.nn` | 10 |
 # | `Embedding` | `torch.nn.Embedding` | 11 |
+#
+# **Time:** about 5 hours — eleven exercises and a written answer.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
 # followed by a test cell. The visible tests are a first taste; at grading,
@@ -334,6 +339,7 @@ def expect_parameter(t: torch.Tensor, requires_grad=True, computed=False):
 p = expect_parameter(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
 expect_parameter(torch.tensor([1.5, -2.0]), requires_grad=False)
 expect_parameter(torch.tensor([0.5, 1.0]), computed=True)
+expect_parameter(torch.arange(8.0).reshape(2, 4)[:, 1:].t())  # a view: strides (1, 4), offset 1, kept as they are
 compare.assert_equal(tuple(Parameter().shape), tuple(torch.nn.Parameter().shape), "Parameter().shape")
 (p * p).sum().backward()
 compare.assert_matches(p.grad, torch.tensor([[2.0, 4.0], [6.0, 8.0]]), "p.grad after (p * p).sum().backward()")
@@ -364,6 +370,8 @@ compare.assert_equal(type(p.detach()) is Parameter, False, "type(p.detach()) is 
 # | `_parameters` | its own `Parameter`s (or `None`) | `self.w = Parameter(...)`, `register_parameter` |
 # | `_buffers` | tensors that are state but not weights, e.g. BatchNorm's running mean | `register_buffer` |
 # | `_modules` | its sub-modules (or `None`) | `self.fc = Linear(...)`, `add_module` |
+#
+# ![Module.__setattr__(name, value) files each assignment by its type: self.w = Parameter(...) into _parameters (a Parameter, or None for a parameter); self.running_mean = t into _buffers (a tensor, where the name is a buffer); self.fc = Linear(4, 2) into _modules (a Module, or None for a module); self.p = 0.5 into __dict__, a plain attribute. parameters(), state_dict(), to() and train() read the three dictionaries](figures/setattr.svg)
 #
 # plus `_non_persistent_buffers_set`, the names of the buffers that
 # `state_dict()` leaves out (exercise 4). Values filed there are **not** in the
@@ -778,19 +786,29 @@ pair.assign(1, "mean", "tensor")         # replaces the buffer
 pair.assign(0, "w", "None")              # a parameter may become None
 pair.parameter(0, "w", (3, 2))           # and a parameter again, in the same place
 pair.delete(1, "scale")
+pair.buffer(0, "scale", (2,), persistent=False)  # a non-persistent buffer that stays
+pair.buffer(0, "gamma", (2,), persistent=False)
+pair.buffer(0, "gamma", (2,))                    # registered again, persistent: out of the non-persistent set
+pair.parameter(0, "alpha", (2,))                 # a Parameter over a plain attribute: out of __dict__
+pair.parameter(1, "mean", (2,))                  # a Parameter over a buffer: out of _buffers
+pair.new_module(1, "head")
+pair.assign(1, "head", "None")                   # a sub-module may become None
+pair.buffer(1, "layer", (2,))
+pair.assign(1, "layer", "None")                  # and so may a buffer
 expect_registries(pair)
 pair.both("m0.w = randn(2)  # a plain tensor where a parameter is", lambda m: setattr(m[0], "w", inputs.randn(2) if m is pair.theirs_pool else ours(inputs.randn(2))))
 pair.both("m0.fc = 3  # a number where a module is", lambda m: setattr(m[0], "fc", 3))
+pair.both("m0.scale = 3  # a number where a buffer is", lambda m: setattr(m[0], "scale", 3))
 pair.both("m0.register_parameter('a.b', Parameter(...))", lambda m: m[0].register_parameter("a.b", getattr(m[0], "w")))
+pair.both("m0.register_parameter(3, None)  # a name that is not a str", lambda m: m[0].register_parameter(3, None))
+pair.both("m0.register_buffer('', None)", lambda m: m[0].register_buffer("", None))
 pair.both("m0.register_buffer('forward', randn(2))", lambda m: m[0].register_buffer("forward", inputs.randn(2) if m is pair.theirs_pool else ours(inputs.randn(2))))
+pair.both("m0.register_buffer('w', randn(2))  # the name of a parameter", lambda m: m[0].register_buffer("w", inputs.randn(2) if m is pair.theirs_pool else ours(inputs.randn(2))))
+pair.both("m0.register_buffer('b2', 3)  # not a tensor", lambda m: m[0].register_buffer("b2", 3))
+pair.both("m0.add_module('net', 3)  # not a Module", lambda m: m[0].add_module("net", 3))
+expect_registries(pair)
 compare.assert_raises(AttributeError, getattr, "m0.nothing", pair.ours, "nothing")
-print("visible tests passed")
-### BEGIN HIDDEN TESTS
-def test_registries(draw):
-    expect_registries(random_pair(draw=draw))
-
-
-for_random_inputs(test_registries, 40)
+compare.assert_raises(AttributeError, delattr, "del m0.nothing", pair.ours, "nothing")
 
 
 class Early(OUR_NN.Module):
@@ -808,12 +826,15 @@ class EarlyTorch(torch.nn.Module):
 for value_pair in [(torch.nn.Parameter(torch.ones(2)), OUR_NN.Parameter(ours(torch.ones(2)))),
                    (torch.nn.Module(), OUR_NN.Module())]:
     same_error(lambda: Early(value_pair[1]), lambda: EarlyTorch(value_pair[0]),
-                      f"assigning a {type(value_pair[1]).__name__} before Module.__init__()")
-e = Early(5)
-compare.assert_equal(e.w, 5, "a plain attribute assigned before Module.__init__()")
-m = OUR_NN.Module()
-compare.assert_raises(TypeError, m.register_parameter, "m.register_parameter(3, None)", 3, None)
-compare.assert_raises(AttributeError, delattr, "del m.nothing", m, "nothing")
+               f"assigning a {type(value_pair[1]).__name__} before Module.__init__()")
+compare.assert_equal(Early(5).w, 5, "a plain attribute assigned before Module.__init__()")
+print("visible tests passed")
+### BEGIN HIDDEN TESTS
+def test_registries(draw):
+    expect_registries(random_pair(draw=draw))
+
+
+for_random_inputs(test_registries, 40)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -821,6 +842,9 @@ compare.assert_raises(AttributeError, delattr, "del m.nothing", m, "nothing")
 #
 # `_modules` makes the modules a tree (a graph, really: one module may sit in
 # two places). Everything that visits "all the parameters" is one walk over it.
+#
+# ![The tree of nn.Sequential(Linear(8, 16), BatchNorm1d(16), ReLU(), Dropout(0.2), Linear(16, 2)): the root has five children, named 0 to 4. Under each, its own parameters (0: weight (16, 8) and bias (16,); 1: weight and bias (16,); 4: weight (2, 16) and bias (2,)) and buffers (1: running_mean, running_var (16,), num_batches_tracked ()); ReLU and Dropout hold nothing. Beside it, state_dict's keys, each the module's path, a dot and the name: 0.weight, 0.bias, 1.weight, 1.bias, 1.running_mean, 1.running_var, 1.num_batches_tracked, 4.weight, 4.bias; parameters() gives 6 tensors, 210 numbers](figures/module_tree.svg)
+#
 # In torch it is two generators:
 #
 # **`named_modules(memo=None, prefix="", remove_duplicate=True)`** yields
@@ -984,7 +1008,13 @@ pair = ModelPair()
 pair.new_module(0, "fc")
 pair.share_module(0, "head", 1)    # one child under two names
 pair.parameter(1, "w", (2,))
-expect_walks(pair)
+pair.both("m0.add_module('empty', None)", lambda m: m[0].add_module("empty", None))  # None entries are skipped
+pair.both("m1.register_parameter('nothing', None)", lambda m: m[1].register_parameter("nothing", None))
+pair.both("m1.register_buffer('gone', None)", lambda m: m[1].register_buffer("gone", None))
+pair.new_module(1, "inner")
+pair.parameter(2, "w", (3,))
+expect_walks(pair, {**WALKS, "m.named_modules(memo={m1})": lambda m: m.named_modules(
+    memo={pair.ours_pool[1] if m in pair.ours_pool else pair.theirs_pool[1]})})
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_walks(draw):
@@ -1000,6 +1030,22 @@ def test_walks_of_large_models(draw):
 
 for_random_inputs(test_walks_of_large_models, 10)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### The module inspector
+#
+# Pick a model — yours or torch's — and see its tree: every module with its
+# own parameters and buffers, their shapes and counts, the `state_dict` keys,
+# and a train/eval switch that shows which layers behave differently (Dropout,
+# BatchNorm) by running the same input in both modes. Your side needs the
+# layers of exercises 7 to 10 (and the state_dict, modes and hooks of 4 to 6):
+# until they run, the inspector says what stopped yours and shows torch's
+# model. Come back after each exercise and run the cell again.
+
+# %%
+from course.widgets.module_inspector import explore
+
+explore(OUR_NN)
 
 # %% [markdown]
 # ## Exercise 4 — saving and loading: `state_dict`
@@ -1237,6 +1283,12 @@ expect_load(pair, {k: v for k, v in state.items() if k != "fc.mean"}, False,
             "m0.load_state_dict(without 'fc.mean', strict=False)")
 expect_load(pair, {**state, "fc.nothing": torch.ones(1)}, False, "m0.load_state_dict(with 'fc.nothing', strict=False)")
 expect_load(pair, {**state, "w": torch.ones(2, 3)}, True, "m0.load_state_dict('w' of shape (2, 3))")
+expect_load(pair, {**state, "nothing.weight": torch.ones(1), "fc.w.x": torch.ones(1)}, False,
+            "m0.load_state_dict(with 'nothing.weight' and 'fc.w.x', keys of no sub-module, strict=False)")
+expect_load(pair, {**{k: v for k, v in state.items() if k != "fc.mean"}, "extra": torch.ones(1), "w": torch.ones(2, 3)},
+            True, "m0.load_state_dict(without 'fc.mean', with 'extra', 'w' of shape (2, 3)): missing, then unexpected, "
+            "then the size mismatches")
+expect_state_dict(pair, prefix="net.")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_state_dicts(draw):
@@ -1384,9 +1436,16 @@ class Modes:
 # %% tests="ex_modes" points=2
 def expect_modes(pair: ModelPair, steps):
     """Run train/eval calls on random modules of the pair; compare every module's .training."""
+    calls = []
     for _ in range(steps):
         i = pair.draw.randint(0, len(pair.theirs_pool) - 1)
-        call = pair.draw.choice(["train()", "eval()", "train(False)", "train(True)"])
+        calls.append((i, pair.draw.choice(["train()", "eval()", "train(False)", "train(True)"])))
+    expect_mode_calls(pair, calls)
+
+
+def expect_mode_calls(pair: ModelPair, calls):
+    """Run the calls [(i, "train(False)"), ...] on module i of both; compare every module's .training after each."""
+    for i, call in calls:
         pair.log.append(f"m{i}.{call}")
         result = eval(f"pair.ours_pool[i].{call}")
         eval(f"pair.theirs_pool[i].{call}")
@@ -1433,11 +1492,25 @@ pair.new_module(1, "inner")
 pair.parameter(2, "w", (2, 3))
 pair.buffer(1, "count", (), dtype=torch.int64)
 pair.buffer(2, "mean", (3,))
+expect_mode_calls(pair, [(0, "eval()"), (1, "train()"), (0, "train(True)"), (1, "train(False)")])
 expect_modes(pair, 4)
-give_grads(pair)
+compare.assert_raises(ValueError, pair.ours.train, "m0.train('yes') (a mode that is not a bool)", "yes")
+
+
+def give_every_grad(pair: ModelPair):
+    """A .grad for every parameter of both, all ones."""
+    for p in pair.theirs.parameters():
+        p.grad, pair.twin[id(p)].grad = torch.ones_like(p), ours(torch.ones_like(p))
+
+
+give_every_grad(pair)
+kept = {name: pair.twin[id(p)].grad for name, p in pair.theirs.named_parameters()}
 pair.ours.zero_grad(set_to_none=False)
 pair.theirs.zero_grad(set_to_none=False)
 expect_grads(pair, "after m0.zero_grad(set_to_none=False)")
+for name, p in pair.theirs.named_parameters():
+    assert pair.twin[id(p)].grad is kept[name], (f"m0.zero_grad(set_to_none=False) replaced {name}.grad by a new "
+                                                 "tensor; torch zeros the one there, in place (p.grad.zero_())")
 pair.ours.zero_grad()
 pair.theirs.zero_grad()
 expect_grads(pair, "after m0.zero_grad()")
@@ -1446,6 +1519,13 @@ pair.ours.apply(lambda m: order.append(m))
 pair.theirs.apply(lambda m: order_theirs.append(m))
 compare.assert_equal([pair.ours_pool.index(m) for m in order], [pair.theirs_pool.index(m) for m in order_theirs],
                      "the modules m.apply(fn) calls fn on, in order (as indices m0, m1, ...)")
+for flag in (False, True):
+    assert pair.ours.requires_grad_(flag) is pair.ours, f"m0.requires_grad_({flag}) must return the module itself"
+    pair.theirs.requires_grad_(flag)
+    for name, p in pair.theirs.named_parameters():
+        compare.assert_equal(pair.twin[id(p)].requires_grad, p.requires_grad,
+                             f"{name}.requires_grad after m0.requires_grad_({flag})")
+give_every_grad(pair)  # to() converts the gradients too
 expect_to(pair, (torch.float64,), "to(torch.float64)")
 expect_to(pair, ("cpu", torch.float32), "to('cpu', torch.float32)")
 compare.assert_raises(TypeError, pair.ours.to, "m0.to(torch.int64)", torch.int64)
@@ -1490,7 +1570,7 @@ for_random_inputs(test_modes_and_conversions, 15)
 # **`model(x)`** is `Module.__call__`, which runs `forward` — with **hooks**
 # around it, small functions that others attach to a module to watch or change
 # what goes through it (debuggers, profilers, the train-versus-eval comparison
-# of the widget below):
+# of the module inspector after exercise 3):
 #
 # - `register_forward_pre_hook(hook)`: before `forward`, `hook(module, args)`
 #   (`args` the tuple of positional arguments); if it returns something other
@@ -1676,6 +1756,15 @@ root_pair.new_module(0, "fc")
 root_pair.new_module(1, "inner")
 root_pair.both("m0.head = None", lambda m: m[0].add_module("head", None))
 expect_repr(root_pair.ours, root_pair.theirs, "m0")
+with_child = Affine.make(OUR_NN, 3, "n=3"), Affine.make(torch.nn, 3, "n=3")
+for m, nn in zip(with_child, (OUR_NN, torch.nn)):
+    m.add_module("inner", nn.Module())
+expect_repr(*with_child, "Scale with extra_repr 'n=3' and a child: the one-line extra_repr on a line of its own, "
+                         "then the child")
+for m in pair_modules:
+    m.register_forward_pre_hook(lambda module, args: args[0] + 1)
+expect_same_calls(pair_modules, x, "Scale(3)(x) with a forward pre-hook that returns args[0] + 1 (one value: the new "
+                                   "args are (value,))")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_reprs(draw):
@@ -1741,6 +1830,8 @@ compare.assert_raises(NotImplementedError, OUR_NN.Module(), "Module()(x) (a Modu
 # `state_dict`). `forward(x)` maps the last dim of `x`, `(*, in) → (*, out)`:
 #
 # $$y = x W^\top + b$$
+#
+# ![Linear(6, 3) on a batch of 4, drawn to scale: x of shape (4, 6) @ W.T of shape (6, 3) + b of shape (3,) = y of shape (4, 3). W is stored as (out, in) = (3, 6), row j holding the weights of output j; b is added to every row; W and b start uniform in plus or minus 1/sqrt(6) = 0.408](figures/linear_shapes.svg)
 #
 # **Initialisation, as torch does it** (`reset_parameters`): the weight is drawn
 # by `kaiming_uniform_(weight, a=√5)` — uniform on `[−bound, bound]` with
@@ -2154,6 +2245,10 @@ expect_layer(activation("Flatten"), torch.randn(2, 3, 4), "Flatten()")
 expect_layer(activation("Flatten", 0, 1), torch.randn(2, 3, 4), "Flatten(0, 1)")
 expect_dropout(0.5, torch.randn(4, 5), "Dropout(0.5)", 0)
 expect_dropout(0.2, torch.randn(100), "Dropout(0.2)", 1)
+expect_dropout(0.0, torch.randn(3, 2), "Dropout(0.0)", 2)
+expect_dropout(1.0, torch.randn(3, 2), "Dropout(1.0)", 3)
+for p in (-0.1, 1.5):
+    same_error(lambda: OUR_NN.Dropout(p), lambda: torch.nn.Dropout(p), f"Dropout({p}) (p outside [0, 1])")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_activations(draw):
@@ -2176,8 +2271,6 @@ x = torch.ones(20000, dtype=torch.float64)
 kept = OUR_NN.Dropout(0.3)(ours(x)).numpy()
 assert set(np.unique(kept).round(6)) <= {0.0, round(1 / 0.7, 6)}, "Dropout(0.3)(ones) must give 0 or 1/0.7"
 assert abs((kept == 0).mean() - 0.3) < 0.03, f"Dropout(0.3) zeroed {(kept == 0).mean():.1%} of the elements, not about 30%"
-for p in (-0.1, 1.5):
-    same_error(lambda: OUR_NN.Dropout(p), lambda: torch.nn.Dropout(p), f"Dropout({p})")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2432,6 +2525,21 @@ list_ops = [("c.append(Linear(2, 2))", lambda c, nn: c.append(nn.Linear(2, 2))),
             ("c.insert(1, Tanh())", lambda c, nn: c.insert(1, nn.Tanh())), ("del c[-2]", lambda c, nn: c.__delitem__(-2)),
             ("c.extend(5)", lambda c, nn: c.extend(5))]
 expect_container_ops(OUR_NN.ModuleList([OUR_NN.Linear(2, 2)]), torch.nn.ModuleList([torch.nn.Linear(2, 2)]), list_ops, "c = ModuleList([Linear(2, 2)])")
+named = lambda nn: nn.Sequential(OrderedDict(fc=nn.Linear(4, 8), act=nn.ReLU(), out=nn.Linear(8, 3)))  # noqa: E731
+for make, what in [(mlp([4, 8, 3]), "Sequential(Linear(4, 8), ReLU(), Linear(8, 3))"),
+                   (named, "Sequential(OrderedDict(fc=Linear(4, 8), act=ReLU(), out=Linear(8, 3)))"),
+                   (lambda nn: nn.ModuleList([nn.Linear(2, 2), nn.ReLU(), nn.Tanh()]), "ModuleList([Linear(2, 2), ReLU(), Tanh()])")]:
+    mine, theirs = make(OUR_NN), make(torch.nn)
+    compare.assert_equal(list(mine._modules), list(theirs._modules), f"the names in c = {what}")
+    for text, get in [("c[1:]", lambda c: c[1:]), ("c[::2]", lambda c: c[::2])]:
+        got, want = get(mine), get(theirs)
+        compare.assert_equal(type(got).__name__, type(want).__name__, f"the type of {text} for c = {what}")
+        compare.assert_equal(list(got._modules), list(want._modules), f"the names in {text} for c = {what} (a "
+                             "Sequential's slice keeps the names, a ModuleList's is numbered again)")
+mine, theirs = OUR_NN.ModuleList([OUR_NN.ReLU()]), torch.nn.ModuleList([torch.nn.ReLU()])
+mine += [OUR_NN.Tanh(), OUR_NN.Sigmoid()]
+theirs += [torch.nn.Tanh(), torch.nn.Sigmoid()]
+compare.assert_equal(repr(mine), repr(theirs), "repr(c) after c = ModuleList([ReLU()]); c += [Tanh(), Sigmoid()]")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_containers(draw):
@@ -2696,6 +2804,27 @@ expect_norm_steps(layernorm(5, elementwise_affine=False), [(2, 5)] * 2, "LayerNo
 expect_norm_steps(batchnorm(4), [(8, 4), (6, 4), (5, 4)], "BatchNorm1d(4)", modes=["train", "train", "eval"])
 expect_norm_steps(batchnorm(3), [(4, 3, 5), (4, 3, 2)], "BatchNorm1d(3) on (N, C, L)", modes=["train", "eval"])
 expect_norm_steps(batchnorm(3, momentum=None), [(4, 3)] * 3, "BatchNorm1d(3, momentum=None)", modes=["train"] * 3)
+expect_norm_steps(batchnorm(3, track_running_stats=False, affine=False), [(4, 3)] * 2,
+                  "BatchNorm1d(3, track_running_stats=False, affine=False)", modes=["train", "eval"])
+expect_norm_steps(layernorm(4, bias=False), [(2, 4)], "LayerNorm(4, bias=False)", modes=["train"])
+mine, theirs = build_both(batchnorm(3))
+for bad in [torch.randn(1, 3), torch.randn(4, 3, 2, 2), torch.randn(4, 5)]:
+    same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"BatchNorm1d(3)(x) in train mode for x of shape {tuple(bad.shape)}")
+mine.eval()
+theirs.eval()
+run_both(mine, theirs, torch.randn(1, 3), "BatchNorm1d(3).eval() on one sample")
+mine, theirs = build_both(layernorm(3))
+for bad in [torch.randn(3, 4), torch.randn(2, 1)]:
+    same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"LayerNorm(3)(x) for x of shape {tuple(bad.shape)}")
+bn = OUR_NN.BatchNorm1d(3)
+buffers = dict(bn.named_buffers())
+bn(ours(torch.randn(5, 3)))
+for name, b in bn.named_buffers():
+    assert b is buffers[name], (f"BatchNorm1d(3).{name} is a new tensor after a training step; torch updates the "
+                                "buffer in place (the same tensor object)")
+compare.assert_equal(sorted(n for n, _ in bn.named_parameters()), ["bias", "weight"], "the parameters of BatchNorm1d(3) (running stats are buffers)")
+for make, what in [(layernorm(8), "LayerNorm(8)"), (batchnorm(4), "BatchNorm1d(4)")]:
+    compare.assert_equal(repr(make(OUR_NN)), repr(make(torch.nn)), f"repr({what}) (its extra_repr)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_batchnorms(draw):
@@ -2722,20 +2851,6 @@ def test_layernorms(draw):
 
 
 for_random_inputs(test_layernorms, 12)
-mine, theirs = build_both(batchnorm(3))
-for bad in [torch.randn(1, 3), torch.randn(4, 3, 2, 2), torch.randn(4, 5)]:
-    same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"BatchNorm1d(3)(x) in train mode for x of shape {tuple(bad.shape)}")
-mine.eval()
-theirs.eval()
-run_both(mine, theirs, torch.randn(1, 3), "BatchNorm1d(3).eval() on one sample")
-mine, theirs = build_both(layernorm(3))
-same_error(lambda: mine(ours(torch.randn(3, 4))), lambda: theirs(torch.randn(3, 4)), "LayerNorm(3)(x) for x of shape (3, 4)")
-bn = OUR_NN.BatchNorm1d(3)
-buffers = dict(bn.named_buffers())
-bn(ours(torch.randn(5, 3)))
-for name, b in bn.named_buffers():
-    assert b is buffers[name], f"BatchNorm1d's {name} is a new tensor after a step: update the buffer in place"
-compare.assert_equal(sorted(n for n, _ in bn.named_parameters()), ["bias", "weight"], "the parameters of BatchNorm1d(3) (running stats are buffers)")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2849,6 +2964,10 @@ expect_init(embedding(6, 4, padding_idx=-1), "Embedding(6, 4, padding_idx=-1)", 
 mine, theirs = build_both(embedding(4, 2))
 for bad in [torch.tensor([4]), torch.tensor([-1]), torch.tensor([0.0, 1.0])]:
     same_error(lambda: mine(ours(bad)), lambda: theirs(bad), f"Embedding(4, 2)(indices) for indices {bad.tolist()}")
+for padding_idx in (4, -5):
+    same_error(lambda: OUR_NN.Embedding(4, 2, padding_idx=padding_idx),
+               lambda: torch.nn.Embedding(4, 2, padding_idx=padding_idx),
+               f"Embedding(4, 2, padding_idx={padding_idx}) (a padding_idx out of range)")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def test_embeddings(draw):
@@ -2980,19 +3099,6 @@ for_random_inputs(test_whole_models, 4)
 
 # %% free=true
 
-
-# %% [markdown]
-# ## The module inspector
-#
-# Pick a model — yours or torch's — and see its tree: every module with its
-# own parameters and buffers, their shapes and counts, the `state_dict` keys,
-# and a train/eval switch that shows which layers behave differently (Dropout,
-# BatchNorm) by running the same input in both modes.
-
-# %%
-from course.widgets.module_inspector import explore
-
-explore(OUR_NN)
 
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`).

@@ -3,7 +3,11 @@
 #   course:
 #     chapter: 05_backend
 #     title: Backend
-#     files: []
+#     files:
+#     - figures/launch_grid.svg
+#     - figures/grid_stride.svg
+#     - figures/tree_reduction.svg
+#     - figures/tiled_matmul.svg
 #     native_code: true
 # ---
 
@@ -54,6 +58,8 @@
 # (`PrivateUse1`), and it claims nothing: `x.device.type` is `"emu"`, never
 # `"cuda"`. Every exercise is graded here through the emulator; where a GPU is
 # present the tests run the same kernels on it and compare with `torch.cuda`.
+#
+# **Time:** about 9 hours — seventeen exercises, many of them CUDA kernels; exercise 13 is marked advanced.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
 # followed by a test cell. Kernel exercises hold a CUDA C string with the two
@@ -106,7 +112,7 @@ from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispat
 from picotorch import parse_to as _ch03_parse_to
 from picotorch import register_kernel as register_key_kernel
 
-DispatchKey.declare("CUDA", 1)  # the backend key of "cuda" and "emu" tensors: above CPU, below Autograd
+DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")
@@ -1102,10 +1108,7 @@ class Kernels:
 # kernel must check (`if (i < n)`) before touching memory. Nothing at all to do
 # (`n == 0`) is no launch: a GPU refuses a grid of zero blocks.
 #
-# ```
-# n = 10, threads = 4:   block 0        block 1        block 2
-#                        0  1  2  3 |   4  5  6  7 |   8  9  -  -     <- two idle threads
-# ```
+# ![A launch for n = 10 elements with blockDim.x = 4: ceil(10 / 4) = 3 blocks. Block 0's threads 0 to 3 compute elements 0 to 3, block 1's compute 4 to 7, block 2's threads 0 and 1 compute 8 and 9, and its threads 2 and 3 are idle: their i = 2 * 4 + threadIdx.x is at least n, so the kernel checks if (i < n) before touching memory](figures/launch_grid.svg)
 #
 # A huge tensor would need a huge grid, and a GPU runs only so many blocks at a
 # time anyway, so kernels often launch at most `max_blocks` blocks and let each
@@ -1390,6 +1393,24 @@ if GPU and torch.cuda.mem_get_info()[0] > 3 * 2**30:  # for real: more elements 
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### The launch visualiser
+#
+# Choose a size, threads per block and a number of blocks, and see which block
+# and thread computes each element of a tensor: the ragged last block, the
+# elements nobody computes when the grid is too small and the kernel has no
+# grid-stride loop, and the loop's rounds when it has one. In matmul mode, step
+# through the tiles of `A` and `B` a block loads, and see what the naive and the
+# tiled kernels read from global and from shared memory: the expected counts,
+# and — once exercises 11 and 12 run — your kernels' counts, from the emulator.
+# It uses your `launch_1d` and `launch_2d` (exercise 4) and stays live: come
+# back to it at exercises 6 and 12.
+
+# %%
+from course.widgets.launch_visualiser import explore
+
+explore(launch_1d, launch_2d, MATMULS)
+
+# %% [markdown]
 # ## Exercise 6 — elementwise on contiguous tensors: a grid-stride loop, in 64 bits
 #
 # One kernel serves **every** elementwise operation: `map_contiguous<To, From,
@@ -1400,6 +1421,8 @@ if GPU and torch.cuda.mem_get_info()[0] > 3 * 2**30:  # for real: more elements 
 # ```c
 # for (long long i = first; i < n; i += step)   // step = all the threads of the grid
 # ```
+#
+# ![A grid-stride loop for n = 20 elements with 2 blocks of 4 threads, 8 threads in all: in round 0 threads t0 to t7 compute elements 0 to 7, in round 1 elements 8 to 15, in round 2 threads t0 to t3 compute 16 to 19 and threads t4 to t7 stop, their next i being at least n. Elements are coloured by block: block 0 holds t0 to t3, block 1 t4 to t7](figures/grid_stride.svg)
 #
 # This is torch's own pattern (`aten/src/ATen/native/cuda/Loops.cuh`): with a
 # grid of a fixed size, consecutive threads read consecutive addresses (the
@@ -2032,12 +2055,7 @@ register_kernel("where", "cpu")(cpu_kernel("where"))  # chapter 02's, which its 
 #    s]` for `t < s`, with `s` = 128, 64, ..., 1 — until `partial[0]` holds the
 #    row's sum:
 #
-# ```
-#  t:      0   1   2   3   4   5   6   7        8 threads
-#  s = 4:  0+4 1+5 2+6 3+7                       __syncthreads() after each step:
-#  s = 2:  ... ...                               a thread must not read partial[t + s]
-#  s = 1:  sum                                   before its owner has written it
-# ```
+# ![A shared-memory tree with 8 threads: partial holds 3 1 4 1 5 9 2 6. With s = 4, threads 0 to 3 each add the partial sum of thread t + 4 to their own, giving 8 10 6 7; with s = 2, threads 0 and 1 give 14 17; with s = 1, thread 0 gives 31, the row's sum. A dashed red line after each step is a __syncthreads(): no thread may read another's partial sum before its owner wrote it, and every thread reaches the barrier, not only those with t < s](figures/tree_reduction.svg)
 #
 # Between writing shared memory and reading what **another** thread wrote,
 # every thread of the block must wait at `__syncthreads()`. Without it a GPU
@@ -2435,15 +2453,7 @@ expect_random_matmuls(launch_matmul_naive)
 # `A`, each on its own. Instead, a block can **load a tile of `A` and a tile of
 # `B` into shared memory once**, and let all its threads compute from there:
 #
-# ```
-#          B tile t: TILE rows of B, the block's TILE columns
-#            ┌────┐
-#            │ Bs │        for each t: load As, Bs  (each thread a few elements)
-#  ┌────────┐└────┘                    __syncthreads()   <- all loaded
-#  │ As     │ ▓▓           <- C tile   accumulate TILE products from shared memory
-#  └────────┘                          __syncthreads()   <- all done reading,
-#  A tile t: the block's TILE rows, TILE columns of A         before the next load
-# ```
+# ![C = A @ B with M = 70, K = 80, N = 65 and TILE = 32, A drawn at the bottom left, B above C at the right, each cut into 32 by 32 tiles. Block (x=1, y=1) computes the C tile of rows 32 to 63 and columns 32 to 63. For t = 0, 1, 2 it loads tile t of A (its rows, columns 32t on) into As and tile t of B (rows 32t on, its columns) into Bs, each thread 4 elements of each and 0 outside the matrix; __syncthreads(); adds TILE products from shared memory; __syncthreads(). Tile t = 2 is ragged, since K = 80 = 2 × 32 + 16](figures/tiled_matmul.svg)
 #
 # Each element of `A` and `B` now comes from global memory once per block
 # instead of once per thread: `TILE` times fewer global loads. Here `TILE` is
@@ -2535,22 +2545,6 @@ print("visible tests passed")
 expect_random_matmuls(launch_matmul_tiled)
 expect_matmul(launch_matmul_tiled, 70, 65, 33)
 ### END HIDDEN TESTS
-
-# %% [markdown]
-# ## The launch visualiser
-#
-# Choose a size, threads per block and a number of blocks, and see which block
-# and thread computes each element of a tensor: the ragged last block, the
-# elements nobody computes when the grid is too small and the kernel has no
-# grid-stride loop, and the loop's rounds when it has one. In matmul mode, step
-# through the tiles of `A` and `B` a block loads, and see what the naive and the
-# tiled kernels read from global and from shared memory: the expected counts,
-# and — once exercises 11 and 12 run — your kernels' counts, from the emulator.
-
-# %%
-from course.widgets.launch_visualiser import explore
-
-explore(launch_1d, launch_2d, MATMULS)
 
 # %% [markdown]
 # ## Exercise 13 (advanced) — `matmul`, register-blocked
@@ -3493,7 +3487,7 @@ for_random_inputs(test_kernel_choice, 80)
 # and the include/exclude guards of [`c10/core/impl/LocalDispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/impl/LocalDispatchKeySet.h).
 
 # %% reference=true
-DispatchKey.declare("Python", 4)  # a mode's key: below Autograd (8), above CUDA (1) and CPU (0)
+DispatchKey.declare("Python")  # a mode's key (priority 4 in DISPATCH_KEYS: below Autograd, above CUDA and CPU)
 MODE_STACK = []  # the active modes, innermost last
 
 

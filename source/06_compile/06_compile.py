@@ -3,7 +3,11 @@
 #   course:
 #     chapter: 06_compile
 #     title: Compile
-#     files: []
+#     files:
+#     - figures/capture.svg
+#     - figures/graph_break.svg
+#     - figures/passes.svg
+#     - figures/fusion.svg
 #     native_code: true
 # ---
 
@@ -23,6 +27,8 @@
 # | guards, a cache of graphs, recompiles | [`torch/_dynamo/guards.py`](https://github.com/pytorch/pytorch/blob/main/torch/_dynamo/guards.py) | exercise 4 |
 # | passes: dead code, common subexpressions, constants | [`torch/fx/passes/`](https://github.com/pytorch/pytorch/blob/main/torch/fx/passes/__init__.py), Inductor's [`fx_passes/`](https://github.com/pytorch/pytorch/blob/main/torch/_inductor/fx_passes/joint_graph.py) | exercises 5–7 |
 # | fusion: one generated CUDA kernel for a chain of elementwise ops, and the sum at its end | Inductor ([`torch/_inductor/scheduler.py`](https://github.com/pytorch/pytorch/blob/main/torch/_inductor/scheduler.py), [`codegen/`](https://github.com/pytorch/pytorch/blob/main/torch/_inductor/codegen/triton.py)) | exercises 8–9 |
+#
+# **Time:** about 6 hours — nine exercises; the generated kernels (8 and 9) take the longest.
 #
 # **How this notebook works.** As in chapter 05: cells with *YOUR CODE HERE*
 # are yours, each followed by its tests; hidden tests draw random programs and
@@ -53,6 +59,8 @@ check = Checker("06_compile")
 # tracer is the same thing, with a richer log: instead of the operator's
 # name, a **node** of a graph — which operator, which inputs (the nodes that
 # made them, or constants), and what came out (shape, dtype, device).
+#
+# ![Capture as a dispatch key: f(x) = x.exp() * 2.0 runs inside tracing(tracer). Each operator call goes down its key set, Autograd (priority 8), Trace (6, highlighted), Python (4), then the backend; at Trace the fallback records a node and runs the call below itself. The recorded graph: %x = placeholder, %exp = exp(%x), %mul = mul(%exp, 2.0), return (%mul,), each node with its shape and dtype](figures/capture.svg)
 #
 # The next cell declares the key, `Trace`, at priority 6: below `Autograd`
 # (8), above the `Python` mode key (4) and the backends. Being below
@@ -98,7 +106,7 @@ from picotorch import (C_TYPES, LOCAL_KEYS, MAX_BLOCKS, DispatchKey, ExcludeDisp
                        dispatch, empty_on, from_torch, launch_1d, no_grad, redispatch, register_fallback, torch_device,
                        wrap_torch)
 
-DispatchKey.declare("Trace", 6)  # below Autograd (8), above the Python mode (4) and the backends
+DispatchKey.declare("Trace")  # priority 6 in DISPATCH_KEYS: below Autograd, above the Python mode and the backends
 TRACERS = []  # the active tracers, innermost last
 
 CALL, PLACEHOLDER, CONSTANT, OUTPUT, FUSED = "call", "placeholder", "constant", "output", "fused"
@@ -419,9 +427,8 @@ with compare.labelled(what), tracing(BreakingTracer((x,))) as tracer:
         broke = None
     except GraphBreak as error:
         broke = str(error)
-if broke is None or "max returns a" not in broke:
-    compare.fail(what, f"tracer.graph_break was called with {broke!r}, not 'max returns a ...'" if broke else
-                 f"tracer.graph_break was not called; the graph has {tracer.graph.op_counts()}")
+if broke is None:
+    compare.fail(what, f"tracer.graph_break was not called; the graph has {tracer.graph.op_counts()}")
 inner_graphs = []
 
 
@@ -572,7 +579,8 @@ def program(a, b):
 g = capture(program, x, y)
 for _ in range(2):
     xs, ys = torch.randn(3, 4), torch.randn(4)
-    out = run_graph(g, from_torch(xs), from_torch(ys))
+    with compare.labelled("run_graph of the graph of (x.exp() * y + 1).sum(1), x - y"):
+        out = run_graph(g, from_torch(xs), from_torch(ys))
     compare.assert_matches(out[0], (xs.exp() * ys + 1).sum(1), "run_graph of (x.exp() * y + 1).sum(1) on new inputs")
     compare.assert_matches(out[1], xs - ys, "run_graph of x - y on new inputs")
 offset_t = torch.tensor([0.5, -1.0, 2.0, 0.0])
@@ -620,7 +628,7 @@ for_random_inputs(test_replay, 6)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 3. Graph breaks
+# ## 2. Graph breaks
 #
 # ```python
 # def f(x, y):
@@ -637,6 +645,8 @@ for_random_inputs(test_replay, 6)
 # `if`, and starts a new graph after it. `torch._dynamo.explain(f)(x, y)`
 # reports 2 graphs and 1 break, and why.
 #
+# ![A graph break in f: the line if a.sum() > 0 is outlined, since bool(tensor) calls item(), a value only running can give. Graph 1 takes the placeholders x and y, computes exp, mul, sum and gt and returns gt and mul; Python then runs the if eagerly on gt.item(); graph 2 takes graph 1's mul as its placeholder a and computes add(a, 1) and tanh. explain reports graph_count 2 and graph_break_count 1](figures/graph_break.svg)
+#
 # Dynamo can do this because it does not trace by running the code: it reads
 # the function's **bytecode**. [PEP 523](https://peps.python.org/pep-0523/) lets
 # it replace CPython's frame evaluation ([`torch/_dynamo/eval_frame.py`](https://github.com/pytorch/pytorch/blob/main/torch/_dynamo/eval_frame.py),
@@ -650,6 +660,8 @@ for_random_inputs(test_replay, 6)
 # excluded), and starts a new graph; the Python between the graphs runs as
 # it is. A tensor of an earlier segment used later becomes a placeholder of the
 # later one (and an output of the earlier one: `tracer.escapes`).
+#
+# ## Exercise 3 — `break_graph`
 #
 # Write `break_graph(tracer, reason, run, args)`, which `Tracer.graph_break`
 # calls: without `tracer.segments`, raise `GraphBreak(reason)`; with them,
@@ -733,7 +745,9 @@ def branchy(a, b):
 
 
 positive = from_torch(torch.rand(3, 4) + 0.1), from_torch(torch.rand(4) + 0.1)  # a.sum() > 0: the if runs
-e = explain(branchy, *positive)
+with compare.labelled("explain(branchy): its if needs a value (a segment returns the nodes of the break's tensors, "
+                      "tracer.node_of[id(t)], that the graph made or received)"):
+    e = explain(branchy, *positive)
 print(e)
 for graph in e.graphs:
     print(graph)
@@ -945,7 +959,7 @@ class CompiledFunction:
 
     def __init__(self, fn, passes=()):
         self.fn = fn
-        self.passes = tuple(passes)  # Graph -> Graph functions (section 5), run in order on each captured graph
+        self.passes = tuple(passes)  # Graph -> Graph functions (section 3), run in order on each captured graph
         self.cache = {}       # guards -> CacheEntry
         self.recompiles = 0   # compiles after the first
         self.graphs = []      # the graphs of the last call
@@ -1125,7 +1139,7 @@ for_random_inputs(test_numpy_code_reruns, 2)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5. Passes: a graph in, a better graph out
+# ## 3. Passes: a graph in, a better graph out
 #
 # A compiler's optimisations are **passes**: functions from a graph to a new
 # graph that computes the same outputs (the graph given is left unchanged).
@@ -1138,6 +1152,8 @@ for_random_inputs(test_numpy_code_reruns, 2)
 # which `keep(node)` is true, in order, with every argument that names a node
 # `n` of `replace` pointing at `replace[n.name]` instead (a node of the old
 # graph, which must be kept, or a new node that is put in its place).
+#
+# ![The three passes on section 5's example, as graph listings. Captured: 10 operator calls. Dead-code elimination drops %exp = exp(%a), which nothing uses; common-subexpression elimination replaces %mul_1 = mul(%a, %b) by the same %mul; constant folding computes %exp_1 = exp(%c) and %add_1 = add(%exp_1, 1) once, since all their inputs are constant, and keeps the result as a constant. After the three passes: 6 operator calls, mul, tanh, sigmoid, add, mul and relu](figures/passes.svg)
 #
 # ## Exercise 5 — dead-code elimination
 #
@@ -1201,7 +1217,8 @@ def wasteful(a, b):
 
 x2 = from_torch(torch.randn(3, 4))
 g = capture(wasteful, x, x2)
-clean = eliminate_dead_code(g)
+with compare.labelled("eliminate_dead_code of wasteful"):
+    clean = eliminate_dead_code(g)
 print(clean)
 compare.assert_equal(clean.op_counts(), {"add": 1, "mul": 1}, "the op counts after dead-code elimination of wasteful")
 compare.assert_equal(g.op_counts(), {"mul": 2, "exp": 1, "add": 1, "tanh": 1}, "the op counts of the graph given to "
@@ -1273,9 +1290,10 @@ for_random_inputs(test_dce, 4)
 # `(x * y).exp() + (x * y).sin()` computes `x * y` twice; a graph shows it as
 # two nodes with the same operator and the same arguments. Write
 # `eliminate_common_subexpressions(graph)`: going forward, give each call
-# node a **key** — its operator, its arguments (a node by its name, after the
-# replacements made so far; any other value by its type *and* value: `x + 1`
-# and `x + 1.0` differ in dtype) and its kwargs — and replace a node whose key
+# node a **key** — its operator, its arguments in order (`a - b` is not
+# `b - a`; a node by its name, after the replacements made so far; any other
+# value by its type *and* value: `x + 1` and `x + 1.0` differ in dtype) and
+# its kwargs — and replace a node whose key
 # was seen by the node that had it first. Never merge operators with side
 # effects (two `add_` are two updates), and do not touch placeholders,
 # constants, the output and fused nodes.
@@ -1314,7 +1332,8 @@ def repeated(a, b):
 
 
 g = capture(repeated, x, x2)
-merged = eliminate_common_subexpressions(g)
+with compare.labelled("eliminate_common_subexpressions of (x * y).exp() + (x * y).tanh() + x * 2 + x * 3"):
+    merged = eliminate_common_subexpressions(g)
 print(merged)
 compare.assert_equal(merged.op_counts(), {"mul": 3, "exp": 1, "tanh": 1, "add": 3},
                      "the op counts after CSE of (x * y).exp() + (x * y).tanh() + x * 2 + x * 3")
@@ -1456,7 +1475,9 @@ def with_constants(a):
 
 
 g = capture(with_constants, x)
-folded = fold_constants(g)
+with compare.labelled("fold_constants of a * (c.exp() + 1).sqrt() + c (a call is folded when all its node arguments "
+                      "are constants, original or folded before it)"):
+    folded = fold_constants(g)
 print(folded)
 compare.assert_equal(folded.op_counts(), {"mul": 1, "add": 1}, "the op counts after folding a * (c.exp() + 1).sqrt() + c")
 xs = torch.randn(3, 4)
@@ -1513,7 +1534,7 @@ for_random_inputs(test_fold, 4)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 6. Fusion: one kernel for a chain of elementwise ops
+# ## 4. Fusion: one kernel for a chain of elementwise ops
 #
 # On the `"emu"` (or `"cuda"`) device, `((x * y).exp() + 1).tanh()` is four
 # kernel launches. Each reads its inputs from global memory and writes its
@@ -1521,9 +1542,11 @@ for_random_inputs(test_fold, 4)
 # elementwise kernel does almost no arithmetic per byte, so its time **is**
 # that memory traffic. One kernel that loads `x` and `y` once, keeps the
 # three intermediate values in registers and stores only the result moves a
-# quarter of the bytes, in one launch. That is what Inductor does with most
+# third of the bytes, in one launch. That is what Inductor does with most
 # of a model: it groups elementwise operators and generates one kernel per
 # group (Triton on GPUs; the same idea).
+#
+# ![((x * y).exp() + 1).tanh() on n elements. Top: four kernels, mul, exp, add 1 and tanh, each loading its inputs from global memory and storing its result there (x, y, t1, t2, t3, out): loads 5n, stores 4n, 9n values. Bottom: one fused kernel, one thread per element, computing tanh(exp(x * y) + 1) for its element with t1, t2, t3 in registers: loads 2n, stores n, 3n values, a third of the traffic](figures/fusion.svg)
 #
 # The given pass `fuse_elementwise(graph)` finds the groups: chains (and
 # trees) of elementwise call nodes on the CUDA backend's devices, of one
@@ -1561,10 +1584,10 @@ for_random_inputs(test_fold, 4)
 # from the last dim to the first, computes the offset of `out` and of every
 # input from their strides, loads each input **once**, computes the members
 # in order — `group.expression(member, operands)` (given) is the C expression
-# of one member, given the C expressions of its arguments (a member's
-# arguments are inputs, earlier members, or Python numbers:
-# `group.operand(arg)` tells which) — into local variables, and stores the
-# last member at `out`'s offset.
+# of one member, given the C expressions of its arguments in their order
+# (`x - y` is not `y - x`; a member's arguments are inputs, earlier members,
+# or Python numbers: `group.operand(arg)` tells which) — into local
+# variables, and stores the last member at `out`'s offset.
 #
 # The generated code must compile with NVRTC on a GPU: no `std::`, no
 # `INFINITY` (chapter 05).
@@ -2057,6 +2080,12 @@ compare.assert_matches(run_graph(fused_sum, wrap_torch(xs9.clone(), "emu"), wrap
                        summed_chain(xs9, ys9), "((x * y).exp() + 1).tanh().sum(-1) in one kernel, for x (3, 4), y (4,)")
 compare.assert_matches(run_graph(fused_sum, wrap_torch(xt9, "emu"), wrap_torch(ys9.clone(), "emu")).cpu(),
                        summed_chain(xt9, ys9), "((x * y).exp() + 1).tanh().sum(-1) in one kernel, on a transposed x")
+summed_all = lambda a, b: ((a * b).exp() + 1).tanh().sum()
+g_all = capture(summed_all, wrap_torch(xs9.clone(), "emu"), wrap_torch(ys9.clone(), "emu"))
+with compare.labelled("((x * y).exp() + 1).tanh().sum() in one kernel (the sum of all elements: one row of 12)"):
+    out = run_graph(fuse_sums(g_all), wrap_torch(xt9, "emu"), wrap_torch(ys9.clone(), "emu")).cpu()
+compare.assert_matches(out, summed_all(xt9, ys9), "((x * y).exp() + 1).tanh().sum() in one kernel, on a transposed x "
+                                                  "(the sum of all elements: one row of 12)")
 
 
 def past_the_block():
@@ -2118,7 +2147,7 @@ with_fixed_inputs(sums_of_chains)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 7. The passes, one after the other
+# ## 5. The passes, one after the other
 #
 # `graph_stages([(title, graph), ...])` turns graphs into what the course's
 # graph viewer draws; the nodes of one fusion group share a colour, and so
@@ -2166,20 +2195,24 @@ def example(a, b, c):
 
 xa, xb = wrap_torch(torch.randn(3, 4), "emu"), wrap_torch(torch.randn(3, 4), "emu")
 constant = wrap_torch(torch.randn(4), "emu")
-stages = [("captured", capture(lambda a, b: example(a, b, constant), xa, xb))]
-for title, graph_pass in [("after dead-code elimination", eliminate_dead_code),
-                          ("after CSE", eliminate_common_subexpressions), ("after constant folding", fold_constants),
-                          ("after fusion", fuse_elementwise)]:
+try:
+    stages = [("captured", capture(lambda a, b: example(a, b, constant), xa, xb))]
+except NotImplementedError:  # the tracing key's fallback (exercise 1) is not written yet: there is no graph to show
+    stages = []
+    print("The passes need a captured graph: run this cell again once exercise 1's tests pass.")
+pass_stages = [("after dead-code elimination", eliminate_dead_code), ("after CSE", eliminate_common_subexpressions),
+               ("after constant folding", fold_constants), ("after fusion", fuse_elementwise)]
+for title, graph_pass in pass_stages if stages else []:
     try:
         stages.append((title, graph_pass(stages[-1][1])))
     except NotImplementedError:  # its exercise is not written yet: the stage shows the graph as it was
         stages.append((f"{title} (not written yet)", stages[-1][1]))
 from course.widgets.graph_passes import explore
 
-explore(graph_stages(stages))
+explore(graph_stages(stages)) if stages else None
 
 # %% [markdown]
-# ## 8. What torch captures, and the backward graph
+# ## 6. What torch captures, and the backward graph
 #
 # `torch.compile(fn, backend=recorder)` calls `recorder(gm, example_inputs)`
 # with the FX graph Dynamo captured; a backend returns what to run instead

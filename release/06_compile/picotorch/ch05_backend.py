@@ -18,7 +18,7 @@ from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispat
 from picotorch import parse_to as _ch03_parse_to
 from picotorch import register_kernel as register_key_kernel
 
-DispatchKey.declare("CUDA", 1)  # the backend key of "cuda" and "emu" tensors: above CPU, below Autograd
+DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
 BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "eq", "ne", "lt", "le", "gt", "ge")
@@ -1273,7 +1273,7 @@ def kernel_of_call(op: str, *args):
     return choose_kernel(op, keys, OPS[op].kernels, fallthrough_keys(), FALLBACKS)
 
 
-DispatchKey.declare("Python", 4)  # a mode's key: below Autograd (8), above CUDA (1) and CPU (0)
+DispatchKey.declare("Python")  # a mode's key (priority 4 in DISPATCH_KEYS: below Autograd, above CUDA and CPU)
 MODE_STACK = []  # the active modes, innermost last
 
 
