@@ -81,7 +81,7 @@ from picotorch import (FALLBACKS, FALLTHROUGH, LOCAL_KEYS, OPS, REPR_FIELDS, TEN
 # model, updating weights in an optimizer. So autograd has a switch, **grad
 # mode**. When it is off, operations run but nothing is recorded.
 #
-# In picotorch the switch is the dispatcher's (chapter 01, section 3): autograd
+# In picotorch the switch is the dispatcher's (chapter 01, section 5): autograd
 # is a **dispatch key**, `DispatchKey.Autograd`, in front of `CPU`. A tensor
 # that requires grad brings it into the key set of every call it takes part
 # in, so the call reaches autograd's kernel first; that kernel records the
