@@ -34,6 +34,7 @@ CELL_TIMEOUT_S = 300
 # What a pass of the student's own check means: the grader's feedback says "passed" once the hidden tests ran.
 PASSED_VISIBLE = "visible tests passed — hidden tests try the same rules on new inputs at grading"
 HIDDEN_HEADER = "Graded the saved file {path} as the grader does: the chapter's hidden tests, in the grader's sandbox"
+SAVE_FIRST = " (save with Ctrl+S first: unsaved edits are not seen)"
 
 
 def run_fresh(nb, cwd: Path, timeout: int = CELL_TIMEOUT_S):
@@ -118,6 +119,13 @@ def format_table(verdicts: list[Verdict], hidden: bool = False) -> str:
             lines.extend(f"{'':<{width}}    {line}" for line in _message(v, hidden).splitlines())
     auto = [v for v in verdicts if v.status != MANUAL]
     lines.append(f"total: {sum(v.points for v in auto):g}/{sum(v.max_points for v in auto):g} automatic points")
+    return "\n".join(lines)
+
+
+def format_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> str:
+    """The grader's verdicts as text, under a line that says which tests ran."""
+    lines = [HIDDEN_HEADER.format(path=path), format_table(verdicts, hidden=True)]
+    lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
 
@@ -255,7 +263,8 @@ def _show_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> None:
     if _in_notebook():
         from IPython.display import HTML, display
         items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
-        display(HTML(f"<p>{html.escape(HIDDEN_HEADER.format(path=path))}</p>" + _html_table(verdicts, hidden=True)
+        display(HTML(f"<p>{html.escape(HIDDEN_HEADER.format(path=path))}{SAVE_FIRST}</p>"
+                     + _html_table(verdicts, hidden=True)
                      + (f"<p>Notes from the grader:</p><ul>{items}</ul>" if notes else "")))
     else:
         print(format_hidden(path, verdicts, notes))
@@ -265,7 +274,7 @@ def _show(verdicts, whole: bool, path: Path) -> None:
     header = f"Checked the saved file {path} in a fresh kernel" if whole else "Ran the visible tests in this kernel"
     if _in_notebook():
         from IPython.display import HTML, display
-        note = " (save with Ctrl+S first: unsaved edits are not seen)" if whole else ""
+        note = SAVE_FIRST if whole else ""
         display(HTML(f"<p>{html.escape(header)}{note}</p>" + _html_table(verdicts)))
     else:
         print(header)

@@ -37,8 +37,8 @@ def _check_hidden(args) -> int:
     JSON on stdout for `check(hidden=True)` (course/check.py), whatever happens."""
     from dataclasses import asdict
 
-    from course.check import HiddenTestsUnavailable
-    from course.hidden import format_hidden, grade_with_hidden_tests
+    from course.check import HiddenTestsUnavailable, format_hidden
+    from course.hidden import grade_with_hidden_tests
 
     def answer(key: str, value, code: int) -> int:
         if args.json:

@@ -9,11 +9,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from course.check import HIDDEN_HEADER, HiddenTestsUnavailable, format_table, notebook_chapter
+from course.check import HiddenTestsUnavailable, notebook_chapter
 from course.notebook import read_notebook
 from course.verdicts import Verdict
 
-__all__ = ["course_clone", "grade_with_hidden_tests", "format_hidden"]
+__all__ = ["course_clone", "grade_with_hidden_tests"]
 
 
 def course_clone(notebook: Path, chapter: str) -> Path | None:
@@ -59,10 +59,3 @@ def grade_with_hidden_tests(path: str | Path, chapter: str | None = None) -> tup
         finally:
             grader.close()
     return result.verdicts, result.notes
-
-
-def format_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> str:
-    """The grader's verdicts as text, under a line that says which tests ran."""
-    lines = [HIDDEN_HEADER.format(path=path), format_table(verdicts, hidden=True)]
-    lines += [f"note: {n}" for n in notes]
-    return "\n".join(lines)
