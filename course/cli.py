@@ -33,8 +33,8 @@ def _check(args) -> int:
 
 def _check_hidden(args) -> int:
     """0: every exercise passed (or is graded by hand), 1: some did not, 2: the hidden tests cannot run
-    here (one line says why; nothing ran) or the file is not the course's notebook. --json: one line of
-    JSON on stdout for `check(hidden=True)` (course/check.py), whatever happens."""
+    here (one line says why; nothing ran) or the file is not the course's notebook. --json: the same as
+    one line of JSON on stdout, for `check(hidden=True)` (course/check.py)."""
     from dataclasses import asdict
 
     from course.check import HiddenTestsUnavailable, format_hidden
@@ -70,8 +70,11 @@ def copy_missing_chapters(release: Path, work: Path) -> list[str]:
     copied = []
     for chapter in sorted(p for p in release.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if not (work / chapter.name).exists():
-            shutil.copytree(chapter, work / chapter.name, ignore=shutil.ignore_patterns(
-                ".ipynb_checkpoints", "__pycache__"))
+            # copied beside, then renamed: a copy cut short is never taken for the student's chapter
+            partial = work / f".{chapter.name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(chapter, partial, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            partial.rename(work / chapter.name)
             copied.append(chapter.name)
     return copied
 
