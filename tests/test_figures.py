@@ -73,6 +73,7 @@ def test_each_shown_figure_is_drawn_declared_and_released(chapter):
         assert path in declared, f"{chapter.id} shows {path} but its header's `files:` does not list it"
         released = REPO / "release" / chapter.id / path
         assert released.is_file(), f"release/{chapter.id}/{path} is missing: run `autograder build`"
-        assert released.read_bytes() == (chapter.source_dir / path).read_bytes(), f"release/{chapter.id}/{path} is stale"
+        same = released.read_bytes() == (chapter.source_dir / path).read_bytes()
+        assert same, f"release/{chapter.id}/{path} is stale: run `autograder build`"
     unused = sorted(p for p in declared if p.startswith("figures/") and p not in shown)
     assert not unused, f"{chapter.id} ships figures its prose never shows: {unused}"

@@ -11,7 +11,6 @@ with torch), so a figure cannot disagree with what the chapter teaches. The buil
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,11 +20,14 @@ CHAPTERS = {"00_tour": "ch00", "01_tensor": "ch01", "02_autograd": "ch02", "03_m
 
 def figures() -> dict[Path, str]:
     """{path of the SVG under source/: its text}, for every chapter."""
+    import torch
+
     out = {}
-    for chapter, module in CHAPTERS.items():
-        mod = importlib.import_module(f"figures.{module}")
-        for name, draw in mod.FIGURES.items():
-            out[REPO / "source" / chapter / "figures" / name] = draw().render()
+    with torch.random.fork_rng():  # the figures seed torch's generator; whoever imports them keeps theirs
+        for chapter, module in CHAPTERS.items():
+            mod = importlib.import_module(f"figures.{module}")
+            for name, draw in mod.FIGURES.items():
+                out[REPO / "source" / chapter / "figures" / name] = draw().render()
     return out
 
 

@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import BatchSampler, RandomSampler
 
 from figures.common import training_loop
-from figures.svg import BLUE, GREY, INK, LIGHT, ORANGE, STRONG, TINTS, Figure, num
+from figures.svg import BLUE, GREY, INK, LIGHT, ORANGE, STRONG, TINTS, Figure
 
 
 def loop() -> Figure:

@@ -138,7 +138,8 @@ def tiled_matmul() -> Figure:
     tiles_k = _ceil(K, TILE)
     width, height = 900, 560
     fig = Figure(width, height, f"Tiled matmul, M = {M}, K = {K}, N = {N}, TILE = {TILE}: block (1, 1) computes "
-                                f"one tile of C from {tiles_k} tiles of A and of B, each loaded once into shared memory")
+                                f"one tile of C from {tiles_k} tiles of A and of B, each loaded once into shared "
+                                "memory")
     fig.text(20, 26, f"C = A @ B, TILE = {TILE}: block (x={bx}, y={by}) computes one tile of C", size=15,
              anchor="start", bold=True)
     gap = 30
@@ -179,7 +180,8 @@ def tiled_matmul() -> Figure:
               fill=RED)
     tx = cx + N * scale + 40
     fig.lines(tx, 84, [f"for t = 0 .. {tiles_k - 1}:",
-                       "  load A tile t into As,", "  B tile t into Bs", "  (each thread 4 of each;", "  0 outside the matrix)",
+                       "  load A tile t into As,", "  B tile t into Bs", "  (each thread 4 of each;",
+                       "  0 outside the matrix)",
                        "  __syncthreads()", "  add TILE products", "  from shared memory", "  __syncthreads()"],
               size=12.5, anchor="start", mono=True)
     fig.lines(tx, 270, [f"t = {tiles_k - 1} is ragged:", f"K = {K} = 2 × {TILE} + {K - 2 * TILE}",

@@ -65,7 +65,8 @@ def graph_break() -> Figure:
     fig.arrow(gx + 135, 251, gx + 135, 266, stroke=INK)
     fig.lines(640, 80, ["torch._dynamo.explain(f)(x, y):", "  graph_count 2", "  graph_break_count 1"],
               size=12, anchor="start", mono=True)
-    fig.lines(640, 160, ["a tensor of graph 1 used later", "(a) is an output of graph 1 and", "a placeholder of graph 2",
+    fig.lines(640, 160, ["a tensor of graph 1 used later", "(a) is an output of graph 1 and",
+                         "a placeholder of graph 2",
                          "", "when the sum is ≤ 0 the second", "graph is only tanh: another", "graph, cached apart"],
               size=12, anchor="start", fill=GREY)
     fig.text(20, height - 14, "Dynamo reads the bytecode and resumes Python between the graphs; picotorch runs the "

@@ -76,7 +76,8 @@ class Figure:
         attrs = f'font-family="{MONO if mono else SANS}" font-size="{num(size)}"'
         attrs += ' font-weight="bold"' if bold else ""
         attrs += ' font-style="italic"' if italic else ""
-        self.items.append(f'<text x="{num(x)}" y="{num(y)}" text-anchor="{anchor}" fill="{fill}" {attrs} xml:space="preserve">'
+        attrs += ' xml:space="preserve"'  # several spaces stay several: aligned columns of code
+        self.items.append(f'<text x="{num(x)}" y="{num(y)}" text-anchor="{anchor}" fill="{fill}" {attrs}>'
                           f'{escape(str(s))}</text>')
 
     def lines(self, x, y, rows, size=14, gap=1.35, **kw):
