@@ -192,3 +192,21 @@ def test_parse_key_reads_what_python_would():
     assert parse_key("-1") == -1
     assert parse_key("0,") == (0,)
     assert parse_key("2:5:2") == slice(2, 5, 2)
+
+
+def test_a_method_the_chapter_adds_later_is_not_there_yet(picotorch):
+    """Chapter 01 shows the explorer in section 4, before the view methods join Tensor: their absence is no error."""
+    class Early:  # a tensor of chapter 01 before its section 5: the layout, no view methods
+        def __init__(self, t):
+            self.shape, self._stride, self._offset = tuple(t.shape), t.stride(), t.storage_offset()
+
+        def stride(self):
+            return self._stride
+
+        def storage_offset(self):
+            return self._offset
+
+    ex = StrideExplorer(Early, shape=(3, 4))
+    error = ex.state()["yours_error"]
+    assert "not there yet" in error and "transpose" in error, error
+    assert ex.state()["torch"]["stride"] == (1, 4)
