@@ -1196,8 +1196,11 @@ for name, kw in [("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, weight_decay=0.
          call_text(name, groups, kw), steps=5)
 # each group steps with its own hyper-parameters
 kw, groups = dict(lr=0.01), [{"params": [0], "lr": 0.05, "betas": (0.5, 0.9)}, {"params": [1], "weight_decay": 0.2}]
-race(lambda g: Adam(g, **kw), lambda g: torch.optim.Adam(g, **kw), [(2, 3), (4,)], groups,
-     call_text("Adam", groups, kw) + " (each group with its own hyper-parameters)", steps=3)
+opt, opt_theirs, mine, theirs, _ = race(lambda g: Adam(g, **kw), lambda g: torch.optim.Adam(g, **kw), [(2, 3), (4,)],
+                                        groups, call_text("Adam", groups, kw) + " (each group with its own hyper-parameters)",
+                                        steps=3)
+compare.assert_matches(opt.state[mine[0]]["step"], opt_theirs.state[theirs[0]]["step"],
+                       "state[p]['step'] after 3 steps of Adam: torch counts in a 0-dimensional float32 tensor")
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_adam_kwargs(draw, name: str) -> dict:
@@ -2185,9 +2188,9 @@ class Halve:
             group["lr"] *= 0.5
 
 
-def torch_fit(model, batches, val_batches, lr, epochs, halve, patience):
+def torch_fit(model, batches, val_batches, lr, epochs, halve, patience, maximize=False):
     """The same fit, in torch: its history, the model's weights after each improving epoch, the best epoch."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, maximize=maximize)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, 0.5) if halve else None
     history, snapshots, best, best_epoch = [], {}, float("inf"), 0
     for epoch in range(1, epochs + 1):
@@ -2219,23 +2222,36 @@ def near_tie(history) -> bool:
     return any(0 < abs(a - b) < 1e-4 * max(abs(a), 1) for i, a in enumerate(losses) for b in losses[:i])
 
 
-def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what, draw=inputs):
+class PlainAscent(PlainSGD):
+    """PlainSGD uphill, p += lr * p.grad (torch's side: SGD(..., maximize=True)): every epoch makes the loss worse."""
+
+    def step(self):
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None:
+                p.numpy()[...] += self.param_groups[0]["lr"] * p.grad.numpy()
+
+
+def expect_same_fit(sizes, n, batch_size, lr, epochs, halve, patience, use_checkpoint, what, draw=inputs, ascent=False):
+    """fit(...) against torch's on random batches (with `ascent`, climbing the loss, validated on the training
+    batches themselves: the first epoch is the best, and a later one is worse)."""
     # in float64: epochs of SGD at lr=1.0 amplify float32's rounding (yours and torch's differ) past its tolerance
     mine, theirs = model_pair(sizes, dtype=torch.float64, draw=draw)
     batches, batches_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64, draw)
-    val, val_theirs = batches_pair(n, sizes[0], sizes[-1], batch_size, torch.float64, draw)
+    val, val_theirs = (batches, batches_theirs) if ascent else batches_pair(n, sizes[0], sizes[-1], batch_size,
+                                                                            torch.float64, draw)
     # the same fit in float64: each step's rounding grows over a run at lr=1.0, and torch's own float32
     # history lies as far from this one as a correct answer may lie from torch's
     theirs64 = copy.deepcopy(theirs).double()
     in64 = lambda pairs: [(x.double(), y) for x, y in pairs]  # noqa: E731
-    history_theirs, snapshots, best_epoch = torch_fit(theirs, batches_theirs, val_theirs, lr, epochs, halve, patience)
+    history_theirs, snapshots, best_epoch = torch_fit(theirs, batches_theirs, val_theirs, lr, epochs, halve, patience,
+                                                      ascent)
     if near_tie(history_theirs):
         return None
-    history64 = torch_fit(theirs64, in64(batches_theirs), in64(val_theirs), lr, epochs, halve, patience)[0]
+    history64 = torch_fit(theirs64, in64(batches_theirs), in64(val_theirs), lr, epochs, halve, patience, ascent)[0]
     if len(history64) != len(history_theirs):
         history64 = [{} for _ in history_theirs]  # float64 stopped at another epoch: no measure of the rounding
     weights64 = dict(theirs64.state_dict()) if len(history64) == len(history_theirs) and not use_checkpoint else {}
-    optimizer = PlainSGD(mine.parameters(), lr)
+    optimizer = (PlainAscent if ascent else PlainSGD)(mine.parameters(), lr)
     seen = []
     with tempfile.TemporaryDirectory(dir=".") as folder:  # in the notebook's folder, which is always writable
         path = os.path.join(folder, "checkpoint.pkl") if use_checkpoint else None
@@ -2276,6 +2292,9 @@ expect_same_fit([3, 6, 2], 8, 4, 0.2, 3, True, None, True, "for 3 epochs, halvin
 # patience=2 the run stops once 2 epochs have gone by since it, after epoch 3
 expect_same_fit([3, 6, 2], 8, 4, 0.0, 5, False, 2, True, "with lr=0.0 (every val_loss the same), 5 epochs, patience=2 "
                 "and a checkpoint: a tie is no improvement, and fit stops after epoch 1 + patience")
+expect_same_fit([3, 6, 2], 8, 8, 0.1, 3, True, None, True, "climbing the loss (SGD with maximize=True), validated on "
+                "the training batches, halving the lr, with a checkpoint: the best epoch is the first, and fit must go "
+                "back to it", ascent=True)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 def random_fit(draw, missing: bool) -> tuple:

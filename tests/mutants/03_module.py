@@ -64,6 +64,9 @@ def _plain_module_list() -> str:
 
 MUTANTS = {
     "ex_parameter": {
+        "Parameter starts at the storage's beginning (the view's offset is lost)":
+            _wrong("ex_parameter", ("super().__init__(data._storage, data._shape, data._stride, data._offset)",
+                                    "super().__init__(data._storage, data._shape, data._stride, 0)")),
         "Parameter copies the data instead of sharing its memory":
             _wrong("ex_parameter", ("super().__init__(data._storage, data._shape, data._stride, data._offset)",
                                     "copy = data.detach().clone()\n"
@@ -107,8 +110,33 @@ MUTANTS = {
         "deleting a buffer leaves its name in the non-persistent set":
             _wrong("ex_registration", ("""            del self._buffers[name]
             self._non_persistent_buffers_set.discard(name)""", """            del self._buffers[name]""")),
+        "a buffer registered again as persistent stays in the non-persistent set":
+            _wrong("ex_registration", ("""        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)""", """        if not persistent:
+            self._non_persistent_buffers_set.add(name)""")),
+        "a Parameter assigned over a buffer leaves the buffer in _buffers":
+            _wrong("ex_registration", ("remove_from(self.__dict__, self._buffers, self._modules, self._non_persistent_buffers_set)",
+                                       "remove_from(self.__dict__, self._modules, self._non_persistent_buffers_set)")),
+        "any value replaces a buffer (a number too)":
+            _wrong("ex_registration", ("                    if value is not None and not isinstance(value, Tensor):",
+                                       "                    if False:")),
+        "an empty name is accepted":
+            _wrong("ex_registration", ('    if name == "":', "    if False:")),
+        "register_buffer accepts a value that is not a tensor":
+            _wrong("ex_registration", ("        if tensor is not None and not isinstance(tensor, Tensor):", "        if False:")),
     },
     "ex_walk": {
+        "named_modules walks into a None sub-module's place":
+            _wrong("ex_walk", ("""                if module is None:
+                    continue
+                yield from""", """                yield from""")),
+        "a parameter that is None is yielded":
+            _wrong("ex_walk", ("if value is None or value in memo:", "if value in memo:")),
+        "named_modules ignores the memo it is given":
+            _wrong("ex_walk", ("""        if memo is None:
+            memo = set()""", """        memo = set() if memo is None or prefix == "" else memo""")),
         "named_modules does not recurse below the children":
             _wrong("ex_walk", ('yield from module.named_modules(memo, prefix + ("." if prefix else "") + name, '
                                'remove_duplicate)', 'yield prefix + ("." if prefix else "") + name, module')),
@@ -161,6 +189,15 @@ MUTANTS = {
         "keys of unknown sub-modules are not unexpected":
             _wrong("ex_state_dict", ("""                        if input_name[0] not in module._modules:
                             unexpected_keys.append(key)""", """                        pass""")),
+        "the size mismatches come before the missing and unexpected keys":
+            _wrong("ex_state_dict", ('error_msgs.insert(0, "Unexpected key(s)', 'error_msgs.append("Unexpected key(s)'),
+                   ('error_msgs.insert(0, "Missing key(s)', 'error_msgs.append("Missing key(s)')),
+        "state_dict ignores its prefix":
+            _wrong("ex_state_dict", ("""        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name]""", """        for name, param in self._parameters.items():
+            if param is not None:
+                destination[name]""")),
         "missing keys are reported only when strict":
             _wrong("ex_state_dict", ("""                    missing_keys.append(key)
                     continue""", """                    if strict:
@@ -180,6 +217,11 @@ MUTANTS = {
             module.apply(fn)""")),
         "zero_grad(set_to_none=False) sets the gradients to None anyway":
             _wrong("ex_modes", ("if set_to_none:", "if True:")),
+        "zero_grad(set_to_none=False) replaces .grad by new zeros":
+            _wrong("ex_modes", ("""                    with no_grad():
+                        p.grad.zero_()""", """                    p.grad = p.grad * 0""")),
+        "requires_grad_ ignores its argument":
+            _wrong("ex_modes", ("p.requires_grad_(requires_grad)", "p.requires_grad_(True)")),
         "to() makes new Parameter objects (an optimizer holding the old ones trains nothing)":
             _wrong("ex_modes", ("param.data = new", "self._parameters[name] = Parameter(new, param.requires_grad)")),
         "to(float64) converts integer buffers too":
@@ -203,6 +245,8 @@ MUTANTS = {
             _wrong("ex_call_repr", ("self._forward_hooks.move_to_end(handle.id, last=False)", "pass")),
         "keyword arguments are not passed to forward":
             _wrong("ex_call_repr", ("output = self.forward(*args, **kwargs)", "output = self.forward(*args)")),
+        "a forward pre-hook's result is ignored":
+            _wrong("ex_call_repr", ("                args = result if isinstance(result, tuple) else (result,)", "                pass")),
         "a one-line extra_repr is put on a line of its own":
             _wrong("ex_call_repr", ("if len(extra_lines) == 1 and not child_lines:", "if False:")),
         "a one-line extra_repr goes inside the parentheses even when there are children, which are left out":
@@ -239,6 +283,12 @@ MUTANTS = {
             _wrong("ex_linear", ("x2 = x.numpy().reshape(-1, x.shape[-1])", "x2 = x.numpy()")),
     },
     "ex_layers": {
+        "Dropout accepts a p outside [0, 1]":
+            _wrong("ex_layers", ("if p < 0 or p > 1:", "if False:")),
+        "Dropout(1.0) divides by zero (no special case for p = 1)":
+            _wrong("ex_layers", ("""        if self.p == 1:
+            return x * 0
+""", "")),
         "Dropout drops in eval mode too":
             _wrong("ex_layers", ("if not self.training or self.p == 0:", "if self.p == 0:")),
         "Dropout does not scale the kept elements by 1 / (1 - p)":
@@ -253,6 +303,16 @@ MUTANTS = {
             _wrong("ex_layers", ("return x.sigmoid()", "return x.tanh()")),
     },
     "ex_containers": {
+        "Sequential(OrderedDict(...)) numbers its modules instead of keeping the names":
+            _wrong("ex_containers", ("""            for key, module in args[0].items():
+                self.add_module(key, module)""", """            for index, module in enumerate(args[0].values()):
+                self.add_module(str(index), module)""")),
+        "a ModuleList's slice keeps the names":
+            _wrong("ex_containers", ("            return type(self)(list(self._modules.values())[idx])\n", """            out = type(self)()
+            for key, module in list(self._modules.items())[idx]:
+                out.add_module(key, module)
+            return out
+""")),
         "ModuleList keeps its modules in a plain Python list the walk cannot see": _plain_module_list(),
         "a slice of a Sequential is numbered again instead of keeping the names":
             _wrong("ex_containers", ("return type(self)(OrderedDict(list(self._modules.items())[idx]))",
@@ -274,6 +334,12 @@ MUTANTS = {
             _wrong("ex_containers", ("if runs and runs[-1][2] == r:", "if False:")),
     },
     "ex_norms": {
+        "LayerNorm accepts an input whose last dims are not normalized_shape":
+            _wrong("ex_norms", ("if x.dim() < n or tuple(x.shape[x.dim() - n:]) != self.normalized_shape:", "if x.dim() < n:")),
+        "BatchNorm1d accepts a 4-D input":
+            _wrong("ex_norms", ("if x.dim() not in (2, 3):", "if x.dim() < 2:")),
+        "BatchNorm1d trains on one value per channel":
+            _wrong("ex_norms", ("if self.training and n <= 1:", "if self.training and n < 1:")),
         "BatchNorm updates its running statistics in eval mode (and normalises with the batch's)":
             _wrong("ex_norms", ("update = self.training and self.track_running_stats", "update = self.track_running_stats"),
                    ("if self.training or self.running_mean is None:", "if True:")),

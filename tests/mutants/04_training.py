@@ -64,6 +64,22 @@ MUTANTS = {
             _wrong("ex_optimizer", ("""        if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
 """, "")),
+        "state_dict copies the state's tensors (torch's holds them)":
+            _wrong("ex_optimizer", ('return {"state": {index[id(p)]: s for p, s in self.state.items()}',
+                                    'return {"state": {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items()}')),
+        "load_state_dict shares the state dict's tensors instead of copying them":
+            _wrong("ex_optimizer", ("array = array.astype(param.dtype.numpy)", "array = array.astype(param.dtype.numpy, copy=False)"),
+                   ("return from_numpy(np.array(array, copy=True))", "return from_numpy(array)")),
+        "a set of tensors is accepted":
+            _wrong("ex_optimizer", ("""        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+""", "")),
+        "load_state_dict accepts a group of another size":
+            _wrong("ex_optimizer", ("""        if any(len(s["params"]) != len(g["params"]) for s, g in zip(saved, self.param_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+""", "")),
     },
     "ex_sgd": {
         "weight decay applied after momentum":
@@ -89,6 +105,13 @@ MUTANTS = {
             _wrong("ex_sgd", ("grad = grad + weight_decay * param", "grad += weight_decay * param")),
         "the update is written to a copy, not to the parameter":
             _wrong("ex_sgd", ("param -= lr * grad", "param = param - lr * grad")),
+        "a parameter without .grad steps with a zero gradient (and gets a momentum buffer)":
+            _wrong("ex_sgd", ("""                if p.grad is None:
+                    continue
+                param, grad = p.numpy(), p.grad.numpy()
+""", """                param = p.numpy()
+                grad = np.zeros_like(param) if p.grad is None else p.grad.numpy()
+""")),
     },
     "ex_adam": {
         "bias correction missing":
@@ -107,6 +130,15 @@ MUTANTS = {
             _wrong("ex_adam", ("np.maximum(v_max, v, out=v_max)", "np.maximum(v_max, m, out=v_max)")),
         "beta1 and 1 - beta1 swapped in the first moment":
             _wrong("ex_adam", ("m += (grad - m) * (1 - beta1)", "m += (grad - m) * beta1")),
+        "maximize is ignored":
+            _wrong("ex_adam", ("""                if maximize:
+                    grad = -grad
+""", "")),
+        "the step counter is an int64 tensor (torch's is float32)":
+            _wrong("ex_adam", ('state["step"] = from_numpy(np.zeros((), np.float32))', 'state["step"] = from_numpy(np.zeros((), np.int64))')),
+        "every group uses the constructor's betas":
+            _wrong("ex_adam", ('lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]',
+                               'lr, (beta1, beta2), eps = group["lr"], self.defaults["betas"], group["eps"]')),
     },
     "ex_scheduler": {
         "a second scheduler overwrites initial_lr":
@@ -135,6 +167,11 @@ MUTANTS = {
             _wrong("ex_samplers", ("""        if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
             raise AssertionError("Size mismatch between tensors")
 """, "")),
+        "RandomSampler ignores replacement":
+            _wrong("ex_samplers", ("        if self.replacement:\n", "        if False:\n")),
+        "BatchSampler accepts batch_size=True (a bool is an int)":
+            _wrong("ex_samplers", ("if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:",
+                                   "if not isinstance(batch_size, int) or batch_size <= 0:")),
     },
     "ex_dataloader": {
         "no base-seed draw at the start of an iteration, so the shuffle differs from torch's":
@@ -145,6 +182,20 @@ MUTANTS = {
         "Python floats are collated as float32":
             _wrong("ex_dataloader", ("return from_numpy(np.array(batch, np.float64))",
                                      "return from_numpy(np.array(batch, np.float32))")),
+        "bools are collated as int64 (a bool is an int)":
+            _wrong("ex_dataloader", ("""    if isinstance(elem, bool):
+        return from_numpy(np.array(batch, np.bool_))
+""", "")),
+        "a named tuple is collated into a list":
+            _wrong("ex_dataloader", ('return type(elem)(*fields) if hasattr(elem, "_fields") else fields', "return fields")),
+        "a dict is collated as a list of its keys":
+            _wrong("ex_dataloader", ("    if isinstance(elem, dict):\n", "    if False:\n")),
+        "sampler together with shuffle=True is accepted":
+            _wrong("ex_dataloader", ("""        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+""", "")),
+        "the sampler given is ignored":
+            _wrong("ex_dataloader", ("        if sampler is None:\n            sampler =", "        if True:\n            sampler =")),
         "len(loader) counts samples, not batches":
             _wrong("ex_dataloader", ("        return len(self.batch_sampler)\n", "        return len(self.dataset)\n")),
         "drop_last is ignored":
@@ -201,5 +252,9 @@ MUTANTS = {
 """, "        moved = np.roll(square, (dy, dx), axis=(1, 2))\n")),
         "the labels of the shifted copies are repeated element by element, not as a block":
             _wrong("ex_digits", ("np.tile(digits.train_labels, 5)", "np.repeat(digits.train_labels, 5)")),
+        "the mean is taken over the shifted images, not the original ones":
+            _wrong("ex_digits", ("mean = digits.train_images.mean(axis=0)", "mean = shifted(digits.train_images).mean(axis=0)")),
+        "the std without its 0.1":
+            _wrong("ex_digits", ("std = digits.train_images.std(axis=0) + np.float32(0.1)", "std = digits.train_images.std(axis=0)")),
     },
 }
