@@ -75,6 +75,24 @@ def matmul_shape(a, b):
         shape = shape[:-1]
     return shape
 ''',
+        "no check for a 0-dim operand (an IndexError instead of ValueError)": '''
+def matmul_shape(a, b):
+    a, b = tuple(a), tuple(b)
+    left = (1,) + a if len(a) == 1 else a
+    right = b + (1,) if len(b) == 1 else b
+    if left[-1] != right[-2]:
+        raise ValueError("inner")
+    try:
+        batch = tuple(torch.broadcast_shapes(left[:-2], right[:-2]))
+    except RuntimeError as e:
+        raise ValueError(str(e)) from None
+    shape = batch + (left[-2], right[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
+''',
     },
     "ex_gradient": {
         "works on the caller's tensor, so gradients accumulate": '''
@@ -88,6 +106,12 @@ def gradient_of(f, x):
     x = x.detach().clone().requires_grad_(True)
     f(x).sum().backward()
     return x.grad
+''',
+        "marks the caller's tensor as requiring grad (autograd.grad on x itself)": '''
+def gradient_of(f, x):
+    x.requires_grad_(True)
+    (grad,) = torch.autograd.grad(f(x), x)
+    return grad
 ''',
     },
     "ex_module": {
@@ -168,6 +192,34 @@ class RepeatUntilSmall(nn.Module):
             steps += 1
         return h, steps
 ''',
+        "ignores max_steps": '''
+class RepeatUntilSmall(nn.Module):
+    def __init__(self, dim, tol=1.0, max_steps=8):
+        super().__init__()
+        self.block = nn.Linear(dim, dim)
+        self.tol, self.max_steps = tol, max_steps
+
+    def forward(self, x):
+        h, steps = x, 0
+        while h.norm() > self.tol:
+            h = 0.5 * h + 0.1 * torch.tanh(self.block(h))
+            steps += 1
+        return h, steps
+''',
+        "counts the steps in a tensor, so steps is not a Python int": '''
+class RepeatUntilSmall(nn.Module):
+    def __init__(self, dim, tol=1.0, max_steps=8):
+        super().__init__()
+        self.block = nn.Linear(dim, dim)
+        self.tol, self.max_steps = tol, max_steps
+
+    def forward(self, x):
+        h, steps = x, torch.tensor(0)
+        while h.norm() > self.tol and steps < self.max_steps:
+            h = 0.5 * h + 0.1 * torch.tanh(self.block(h))
+            steps += 1
+        return h, steps
+''',
         "applies the block before testing the condition": '''
 class RepeatUntilSmall(nn.Module):
     def __init__(self, dim, tol=1.0, max_steps=8):
@@ -200,6 +252,19 @@ class RepeatUntilSmall(nn.Module):
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
         return type(batch)(v.to(device) if isinstance(v, torch.Tensor) else v for v in batch)
+    return batch'''),
+        "fills the caller's containers in place instead of building new ones": _TO_DEVICE.format(body='''
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        for k, v in batch.items():
+            batch[k] = to_device(v, device)
+        return batch
+    if isinstance(batch, list):
+        batch[:] = [to_device(v, device) for v in batch]
+        return batch
+    if isinstance(batch, tuple):
+        return tuple(to_device(v, device) for v in batch)
     return batch'''),
         "drops values that are not tensors": _TO_DEVICE.format(body='''
     if isinstance(batch, torch.Tensor):

@@ -28,6 +28,10 @@ MUTANTS = {
             _wrong("ex_grad_mode", ("set_grad_enabled(self.previous)", "set_grad_enabled(True)")),
         "the decorator shares one context object, so a recursive call forgets the outer mode":
             _wrong("ex_grad_mode", ("with type(self)():", "with self:")),
+        "__exit__ returns True, which swallows an exception raised in the block":
+            _wrong("ex_grad_mode", ("""        set_grad_enabled(self.previous)
+        return False""", """        set_grad_enabled(self.previous)
+        return True""")),
         "the decorator switches the mode once, when it decorates, not while the function runs":
             _wrong("ex_grad_mode", ("""        @functools.wraps(func)
         def run_in_mode(*args, **kwargs):
@@ -48,6 +52,20 @@ MUTANTS = {
             _wrong("ex_leaves", ("node = t._grad_accumulator() if t._grad_accumulator is not None else None",
                                  "node = t._grad_accumulator"),
                    ("t._grad_accumulator = weakref.ref(node)", "t._grad_accumulator = node")),
+        "AccumulateGrad adds out of place, so .grad becomes a new tensor at every call":
+            _wrong("ex_leaves", ("variable.grad += grad", "variable.grad = variable.grad + grad")),
+        "requires_grad can be switched off on a computed tensor (no rule for tensors with a grad_fn)":
+            _wrong("ex_leaves", ("""        if self._grad_fn is not None:
+            if not value:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
+                                   "a computed variable in a subgraph that doesn't require differentiation use "
+                                   "var_no_grad = var.detach().")
+            return
+""", "")),
+        "gradient_edge gives a computed tensor an AccumulateGrad node instead of its grad_fn":
+            _wrong("ex_leaves", ("""        return t._grad_fn, 0
+    if not t._requires_grad:""", """        pass
+    if not t._requires_grad:""")),
         "detach() returns the tensor itself":
             _wrong("ex_leaves", ("return Tensor(self._storage, self._shape, self._stride, self._offset)",
                                  "return self")),
@@ -64,6 +82,15 @@ MUTANTS = {
                                    "(a.grad_fn, 0) if isinstance(a, Tensor) else (None, 0)")),
         "metadata describes the first input instead of the output":
             _wrong("ex_function", ("ctx.metadata = (out.shape, out.dtype)", "ctx.metadata = (args[0].shape, args[0].dtype)")),
+        "needs_input_grad says True for every tensor, whether it requires grad or not":
+            _wrong("ex_function", ("isinstance(a, Tensor) and a._requires_grad for a in args",
+                                   "isinstance(a, Tensor) for a in args")),
+        "next_functions leaves out the arguments that are not tensors":
+            _wrong("ex_function", ("gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args",
+                                   "gradient_edge(a) for a in args if isinstance(a, Tensor)")),
+        "release_variables() only remembers the release, and keeps the saved values in memory":
+            _wrong("ex_function", ("""        self._saved = ()
+        self._released = True""", """        self._released = True""")),
         "saved_tensors still answers after release_variables()":
             _wrong("ex_function", ("""        if self._released:
             raise RuntimeError(FREED)
@@ -126,6 +153,20 @@ MUTANTS = {
             raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(gradient.shape)} and "
                                f"output[0] has a shape of {tuple(self.shape)}.")
 """, "")),
+        "the number of gradients a node returns is not checked (zip drops the extra ones)":
+            _wrong("ex_engine", ("""                if len(grads) != len(edges):
+                    raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                                       f"(expected {len(edges)}, got {len(grads)})")
+""", "")),
+        "a gradient of the wrong shape from a node goes on unchecked":
+            _wrong("ex_engine", ("""                        if tuple(g.shape) != tuple(shape):
+                            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
+                                               f"got {list(g.shape)} but expected shape {list(shape)}")
+""", "")),
+        "gradients are not cast to the dtype the next node expects":
+            _wrong("ex_engine", ("                        g = cast(g, dtype)\n", "")),
+        "the nodes run with grad mode on":
+            _wrong("ex_engine", ("        with no_grad():\n            while ready:", "        if True:\n            while ready:")),
         "saved tensors are never freed":
             _wrong("ex_engine", ("""                if not retain_graph:
                     node.release_variables()
@@ -190,6 +231,13 @@ MUTANTS = {
             _wrong("ex_gradcheck", ("grad[index] = (plus - minus) / (2 * eps)", "grad[index] = (plus - base) / eps"),
                    ("            values, grad = x.numpy(), np.zeros(x.shape)\n",
                     "            values, grad = x.numpy(), np.zeros(x.shape)\n            base = loss()\n")),
+        "an input that does not require grad gets a numerical gradient instead of None":
+            _wrong("ex_gradcheck", ("if not (isinstance(x, Tensor) and x.requires_grad):", "if not isinstance(x, Tensor):")),
+        "float32 inputs are accepted (a central difference in float32 is noise)":
+            _wrong("ex_gradcheck", ("""            if x.dtype.name != "float64":
+                raise ValueError(f"numerical_gradient needs float64 inputs (central differences in float32 are "
+                                 f"noise); got {x.dtype}")
+""", "")),
         "the perturbed element is not put back":
             _wrong("ex_gradcheck", ("                values[index] = original\n", "")),
         "gradcheck runs on the caller's tensors and leaves a .grad on them":
