@@ -6,6 +6,7 @@ included) and expects every exercise to earn its points: the tests check what to
 course's solution happens to do it (other loops, other algorithms, other error messages where torch's
 exception type is all the chapter asks for).
 """
+from solution_text import solution
 
 _STRIDES_BY_INDEX = '''
 def contiguous_strides(shape) -> tuple:
@@ -307,6 +308,151 @@ class MatMul:
         return from_numpy(out).reshape(shape)
 '''
 
+_BASICS_BY_COMPARISON = """
+@add_methods(Tensor)
+class TensorBasics:
+    def numel(self) -> int:
+        count = 1
+        for size in self._shape:
+            count *= size
+        return count
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def element_size(self) -> int:
+        return self._storage.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        # a fresh tensor's strides, compared only on the dims that are ever stepped along (size > 1)
+        fresh = contiguous_strides(self._shape)
+        return self.numel() == 0 or all(n == 1 or s == f for n, s, f in zip(self._shape, self._stride, fresh))
+"""
+
+# infer_size counted the other way round (the -1s and the negative sizes first); view_strides and the methods are
+# the solution's (a port of torch's computeStride leaves little room for another algorithm).
+_INFER_SIZE_COUNTING_FIRST = """
+def infer_size(shape, numel: int) -> tuple:
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError(f"at most one -1 in a shape, not {shape.count(-1)}")
+    if any(size < -1 for size in shape):
+        raise RuntimeError(f"negative size in {shape}")
+    known = math.prod(size for size in shape if size != -1)
+    if -1 not in shape:
+        if known != numel:
+            raise RuntimeError(f"shape {shape} holds {known} elements, not {numel}")
+        return tuple(shape)
+    if known == 0:
+        raise RuntimeError(f"the -1 of {shape} could be any size: there are no elements")
+    if numel % known:
+        raise RuntimeError(f"shape {shape} cannot hold {numel} elements")
+    shape[shape.index(-1)] = numel // known
+    return tuple(shape)
+"""
+
+
+def _view_with_other_infer_size() -> str:
+    code = solution("01_tensor", "ex_view")
+    start = code.index("def view_strides(")
+    return _INFER_SIZE_COUNTING_FIRST + "\n\n" + code[start:]
+
+
+_WINDOWS_BY_AS_STRIDED = """
+@register_kernels(DispatchKey.CPU)
+class Windows:
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        if not self._shape:
+            raise RuntimeError("narrow() of a 0-dim tensor")
+        if length < 0:
+            raise RuntimeError(f"narrow() of a negative length {length}")
+        d = wrap_dim(dim, len(self._shape))
+        size = self._shape[d]
+        if start < -size or start > size:
+            raise IndexError(f"narrow(): start {start} is outside [{-size}, {size}]")
+        start = start + size if start < 0 else start
+        if start + length > size:
+            raise RuntimeError(f"narrow(): elements {start} to {start + length - 1} of a dim of size {size}")
+        shape = list(self._shape)
+        shape[d] = length
+        return self.as_strided(shape, self._stride, self._offset + start * self._stride[d])
+
+    def as_strided(self, size, stride, storage_offset=None) -> "Tensor":
+        size, stride = list(size), list(stride)
+        if len(size) != len(stride):
+            raise RuntimeError(f"as_strided: {len(size)} sizes but {len(stride)} strides")
+        if min(stride, default=0) < 0:
+            raise RuntimeError(f"as_strided: negative stride in {stride}")
+        offset = self.storage_offset() if storage_offset is None else storage_offset
+        if min(size, default=1) > 0:
+            last = offset + sum((n - 1) * s for n, s in zip(size, stride))  # where the farthest element lives
+            if last >= len(self._storage):
+                raise RuntimeError(f"as_strided: element at {last}, past a storage of {len(self._storage)}")
+        return Tensor(self._storage, tuple(size), tuple(stride), offset)
+"""
+
+_INDEXING_BY_CHAINED_VIEWS = """
+@register_kernels(DispatchKey.CPU)
+class Indexing:
+    def __getitem__(self, key) -> "Tensor":
+        # one view per item, left to right: narrow and squeeze for an int, as_strided for a slice, unsqueeze for None
+        items = list(key) if isinstance(key, tuple) else [key]
+        for k in items:
+            if isinstance(k, bool) or not (k is None or k is Ellipsis or isinstance(k, (int, slice))):
+                raise TypeError(f"cannot index a tensor with {k!r}")
+            if isinstance(k, slice) and k.step is not None and k.step < 1:
+                raise ValueError("step must be greater than zero")
+        eaten = len([k for k in items if k is not None and k is not Ellipsis])
+        if eaten > self.dim():
+            raise IndexError(f"{eaten} indices for a tensor of {self.dim()} dims")
+        t, d, ellipsis_seen = self, 0, False
+        for k in items:
+            if k is None:
+                t = t.unsqueeze(d)
+                d += 1
+            elif k is Ellipsis:
+                if not ellipsis_seen:
+                    d += self.dim() - eaten
+                ellipsis_seen = True
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(t.shape[d])
+                shape, stride = list(t.shape), list(t.stride())
+                shape[d], stride[d] = len(range(start, stop, step)), stride[d] * step
+                t = t.as_strided(shape, stride, t.storage_offset() + start * t.stride(d))
+                d += 1
+            else:
+                size = t.shape[d]
+                if not -size <= k < size:
+                    raise IndexError(f"index {k} is out of range for a dim of size {size}")
+                t = t.narrow(d, k, 1).squeeze(d)
+        return Tensor(t._storage, t._shape, t._stride, t._offset)
+"""
+
+_PROMOTION_BY_WEIGHT = """
+def result_type(a, b) -> DType:
+    def weight_and_dtype(x):  # tensors with dims weigh most, then 0-dim tensors, then Python numbers
+        if isinstance(x, Tensor):
+            return (2 if x.dim() else 1), x.dtype
+        if isinstance(x, bool):
+            return 0, bool_
+        if isinstance(x, int):
+            return 0, int64
+        if isinstance(x, float):
+            return 0, float32
+        raise TypeError(f"result_type of a {type(x).__name__}")
+
+    (wa, da), (wb, db) = weight_and_dtype(a), weight_and_dtype(b)
+    if wa == wb:
+        return promote_types(da, db)
+    heavy, light = (da, db) if wa > wb else (db, da)
+    return promote_types(heavy, light) if light.category > heavy.category else heavy
+
+
+def can_cast(from_: DType, to: DType) -> bool:
+    rank = {bool_: 0, int64: 1, float32: 2, float64: 2}
+    return rank[from_] <= rank[to]
+"""
+
 ALTERNATIVES = {
     "loops where the solution slices, an iterative tolist, other error messages": {
         "ex_strides": _STRIDES_BY_INDEX,
@@ -319,5 +465,12 @@ ALTERNATIVES = {
         "ex_reductions": _REDUCTIONS_WITH_OTHER_WORDS,
         "ex_broadcast": _BROADCAST_BY_PADDING,
         "ex_matmul": _MATMUL_ONE_MATRIX_AT_A_TIME,
+    },
+    "views made of other views, another contiguity test, infer_size counting first, promotion by weight": {
+        "ex_tensor_basics": _BASICS_BY_COMPARISON,
+        "ex_view": _view_with_other_infer_size(),
+        "ex_narrow": _WINDOWS_BY_AS_STRIDED,
+        "ex_indexing": _INDEXING_BY_CHAINED_VIEWS,
+        "ex_promotion": _PROMOTION_BY_WEIGHT,
     },
 }

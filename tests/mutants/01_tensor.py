@@ -51,6 +51,8 @@ MUTANTS = {
                                  "        return not self._stride or self._stride[-1] == 1\n")),
         "a 0-dim tensor has no elements": _mutate(
             "ex_tensor_basics", ("return math.prod(self._shape)", "return math.prod(self._shape) if self._shape else 0")),
+        "is_contiguous forgets that a tensor with no elements is contiguous": _mutate(
+            "ex_tensor_basics", ("        if self.numel() == 0:\n            return True\n", "")),
     },
     "ex_copies": {
         "contiguous copies even when the tensor already is contiguous": _mutate(
@@ -64,6 +66,8 @@ MUTANTS = {
             "ex_copies", ("        out = Tensor(Storage.empty(self.numel(), self.dtype), self._shape,",
                           "        return Tensor(self._storage, self._shape, self._stride, self._offset)\n"
                           "        out = Tensor(Storage.empty(self.numel(), self.dtype), self._shape,")),
+        "item of a tensor with several elements returns the first": _mutate(
+            "ex_copies", ("        if self.numel() != 1:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
         "item forgets the storage offset": _mutate(
             "ex_copies", ("return self._storage.data[self._offset].item()", "return self._storage.data[0].item()")),
         "tolist assumes row-major strides": _mutate(
@@ -92,6 +96,18 @@ MUTANTS = {
         "-1 inferred without checking that the sizes divide the elements": _mutate(
             "ex_view", ("if numel == known or (inferred is not None and known > 0 and numel % known == 0):",
                         "if numel == known or (inferred is not None and known > 0):")),
+        "infer_size accepts two -1s (the last one is inferred)": _mutate(
+            "ex_view", ("            if inferred is not None:\n                raise RuntimeError(\"only one dimension can be inferred\")\n", "")),
+        "infer_size accepts a negative size other than -1": _mutate(
+            "ex_view", ("        elif size < 0:\n            raise RuntimeError(", "        elif False:\n            raise RuntimeError(")),
+        "a -1 among no elements is not refused as ambiguous (0 // 0)": _mutate(
+            "ex_view", ("        if known == 0:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
+        "view_strides without the case of a 0-dim old shape": _mutate(
+            "ex_view", ("    if not old_shape:\n        return (1,) * len(new_shape)\n", "")),
+        "view_strides without the case of no elements": _mutate(
+            "ex_view", ("    if math.prod(old_shape) == 0:\n        return old_stride if old_shape == new_shape else contiguous_strides(new_shape)\n", "")),
+        "no elements: contiguous strides even in the same shape": _mutate(
+            "ex_view", ("return old_stride if old_shape == new_shape else contiguous_strides(new_shape)", "return contiguous_strides(new_shape)")),
     },
     "ex_transpose": {
         "transpose swaps the shape but keeps row-major strides": _mutate(
@@ -108,6 +124,13 @@ MUTANTS = {
                              "        if len(set(dims)) != n:\n"
                              "            raise RuntimeError(\"permute(): duplicate dims are not allowed.\")\n"
                              "        dims = [wrap_dim(d, n) for d in dims]\n")),
+        "permute does not count the dims (too many are accepted)": _mutate(
+            "ex_transpose", ("        if len(dims) != n:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
+        "mT of a 1-dim tensor is not refused": _mutate(
+            "ex_transpose", ("        if self.dim() < 2:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
+        "T swaps only the last two dims (mT)": _mutate(
+            "ex_transpose", ("return self.permute(*range(self.dim() - 1, -1, -1))",
+                             "return self.transpose(-2, -1) if self.dim() >= 2 else self")),
         "transpose copies (a copy where a view was due)": _mutate(
             "ex_transpose", ("        return Tensor(self._storage, shape, stride, self._offset)",
                              "        return Tensor(self._storage, shape, stride, self._offset).clone()")),
@@ -123,6 +146,14 @@ MUTANTS = {
                                              n="n", indent=12),
                              _indented(_REPEATS_FIRST, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
                                                    n="n", indent=12))),
+        "unsqueeze wraps dim among the tensor's own dims (ndim, not ndim + 1)": _mutate(
+            "ex_unsqueeze", ("d = wrap_dim(dim, n + 1)", "d = wrap_dim(dim, n)")),
+        "squeeze accepts a dim named twice": _mutate(
+            "ex_unsqueeze", ("if dims.count(d) > 1:", "if False:")),
+        "flatten with start_dim == end_dim makes a new tensor": _mutate(
+            "ex_unsqueeze", ("        if start == end:\n            return self\n", "")),
+        "a 0-dim tensor flattens to shape ()": _mutate(
+            "ex_unsqueeze", ("        if n == 0:\n            return self.reshape(1)\n", "")),
         "flatten returns a view where torch copies": _mutate(
             "ex_unsqueeze", ("return self.reshape(self._shape[:start] + (merged,) + self._shape[end + 1:])",
                              "new_shape = self._shape[:start] + (merged,) + self._shape[end + 1:]\n"
@@ -136,6 +167,21 @@ MUTANTS = {
         "as_strided without storage_offset starts at 0": _mutate(
             "ex_narrow", ("offset = self._offset if storage_offset is None else storage_offset",
                           "offset = 0 if storage_offset is None else storage_offset")),
+        "narrow of a 0-dim tensor is not refused": _mutate(
+            "ex_narrow", ("        if self.dim() == 0:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
+        "narrow accepts a negative length": _mutate(
+            "ex_narrow", ("        if length < 0:\n            raise RuntimeError(", "        if False:\n            raise RuntimeError(")),
+        "narrow does not check that start is in [-size, size]": _mutate(
+            "ex_narrow", ("        if not -size <= start <= size:\n", "        if False:\n")),
+        "a negative start is not counted from the end": _mutate(
+            "ex_narrow", ("        if start < 0:\n            start += size\n", "")),
+        "as_strided accepts sizes and strides of different lengths": _mutate(
+            "ex_narrow", ("        if len(size) != len(stride):\n            raise RuntimeError(",
+                          "        if False:\n            raise RuntimeError(")),
+        "as_strided accepts negative strides": _mutate(
+            "ex_narrow", ("        if any(s < 0 for s in stride):\n", "        if False:\n")),
+        "as_strided checks the bounds of a view with no elements": _mutate(
+            "ex_narrow", ("        if all(n > 0 for n in size):\n", "        if True:\n")),
         "narrow does not check that the window fits": _mutate(
             "ex_narrow", ("        if start + length > size:\n", "        if False:\n")),
     },
@@ -146,6 +192,11 @@ MUTANTS = {
             "ex_indexing", ("offset += (k + size if k < 0 else k) * self._stride[d]", "pass")),
         "None gets stride 1": _mutate(
             "ex_indexing", ("stride.append(self._shape[d] * self._stride[d] if d < n else 1)", "stride.append(1)")),
+        "an int index out of range is not refused": _mutate(
+            "ex_indexing", ("                if not -size <= k < size:\n", "                if False:\n")),
+        "a negative step is accepted (as Python reverses)": _mutate(
+            "ex_indexing", ("if isinstance(k, slice) and k.step is not None and k.step <= 0:",
+                            "if isinstance(k, slice) and k.step == 0:")),
         "... is ignored": _mutate(
             "ex_indexing", ("key = key[:i] + (slice(None),) * (n - eaten) + tuple(k for k in key[i + 1:] if k is not Ellipsis)",
                             "key = tuple(k for k in key if k is not Ellipsis)")),
@@ -160,6 +211,13 @@ MUTANTS = {
         "expand copies the data instead of using stride 0": _mutate(
             "ex_broadcast", ("        return Tensor(self._storage, shape, stride, self._offset)",
                              "        return Tensor(self._storage, shape, stride, self._offset).clone()")),
+        "-1 accepted in a new leading dim": _mutate(
+            "ex_broadcast", ("                if d < 0:\n                    raise RuntimeError(", "                if False:\n                    raise RuntimeError(")),
+        "expand accepts fewer sizes than dims": _mutate(
+            "ex_broadcast", ("        if m < n:\n", "        if False:\n")),
+        "a 0-dim tensor expands with contiguous strides": _mutate(
+            "ex_broadcast", ("return Tensor(self._storage, sizes, (0,) * m, self._offset)",
+                             "return Tensor(self._storage, sizes, contiguous_strides(sizes), self._offset)")),
         "a new leading dim always gets stride 0": _mutate(
             "ex_broadcast", ("step = self._stride[d] if d >= 0 else shape[i + 1] * stride[i + 1]",
                              "step = self._stride[d] if d >= 0 else 0")),
@@ -172,6 +230,13 @@ MUTANTS = {
                              "kind, dtype = \"dim\", x.dtype")),
         "numbers never change the dtype of a tensor": _mutate(
             "ex_promotion", ("        if higher.category < lower.category:\n            return promote_types(higher, lower)\n", "")),
+        "within one kind the first operand's dtype wins (no promotion)": _mutate(
+            "ex_promotion", ("kinds[kind] = dtype if kinds[kind] is None else promote_types(kinds[kind], dtype)",
+                             "kinds[kind] = dtype if kinds[kind] is None else kinds[kind]")),
+        "a lighter kind of the same category still promotes": _mutate(
+            "ex_promotion", ("if higher.category < lower.category:", "if higher.category <= lower.category:")),
+        "a Python bool counts as int64": _mutate(
+            "ex_promotion", ("            kind, dtype = \"number\", bool_", "            kind, dtype = \"number\", int64")),
         "can_cast allows float into int64": _mutate(
             "ex_promotion", ("return from_.category <= to.category", "return True")),
     },
@@ -195,6 +260,25 @@ MUTANTS = {
             "ex_elementwise", ("            return dtype.numpy.type(x)",
                                "            tensor = b if x is a else a\n"
                                "            return dtype.numpy.type(np.asarray(x).astype(tensor.dtype.numpy))")),
+        "neg, abs and relu of a bool tensor are not refused": _mutate(
+            "ex_elementwise", ("        if self.dtype is bool_ and op in (\"neg\", \"abs\", \"relu\"):\n",
+                               "        if False:\n")),
+        "a subtraction with a bool operand is not refused": _mutate(
+            "ex_elementwise", ("        if op == \"sub\" and any(", "        if False and any(")),
+        "a comparison gives the promoted dtype, not bool": _mutate(
+            "ex_elementwise", ("bool_.numpy if op in COMPARISONS else dtype.numpy", "dtype.numpy")),
+        "in place writes into an expanded tensor (one memory, several elements)": _mutate(
+            "ex_elementwise", ("        if self.numel() and any(size > 1 and stride == 0",
+                               "        if False and any(size > 1 and stride == 0")),
+        "in place refuses an expanded tensor with no elements": _mutate(
+            "ex_elementwise", ("        if self.numel() and any(size > 1 and stride == 0", "        if any(size > 1 and stride == 0")),
+        "in place does not ask can_cast (a float result written into int64)": _mutate(
+            "ex_elementwise", ("        if not can_cast(result.dtype, self.dtype):\n", "        if False:\n")),
+        "NumPy's warnings are not silenced (no np.errstate): log(-1) and 1 / 0 warn": _mutate(
+            "ex_elementwise", ("        with np.errstate(all=\"ignore\"):\n            out = UNARY_KERNELS",
+                               "        with np.errstate(all=\"warn\"):\n            out = UNARY_KERNELS"),
+            ("        with np.errstate(all=\"ignore\"):\n            out = BINARY_KERNELS",
+             "        with np.errstate(all=\"warn\"):\n            out = BINARY_KERNELS")),
         "the result takes the dtype of self, without promotion": _mutate(
             "ex_elementwise", ("        dtype = result_type(a, b)\n", "        dtype = self.dtype\n")),
     },
@@ -212,12 +296,34 @@ MUTANTS = {
                                               n="ndim", indent=4),
                               _indented(_REPEATS_FIRST, wrapped="dims", given="(dim if isinstance(dim, (tuple, list)) else (dim,))",
                                                     n="ndim", indent=4))),
+        "a dim out of range wraps around (d % ndim) instead of IndexError": _mutate(
+            "ex_reductions", ("dims = [wrap_dim(d, ndim) for d in", "dims = [d % max(ndim, 1) for d in")),
+        "max() of no elements is not refused (NumPy's ValueError)": _mutate(
+            "ex_reductions", ("            if self.numel() == 0:\n                raise RuntimeError(\"max(): ",
+                              "            if False:\n                raise RuntimeError(\"max(): ")),
+        "max(dim) of a dim of size 0 is not refused (NumPy's ValueError)": _mutate(
+            "ex_reductions", ("        if self.dim() and self._shape[d] == 0:\n            raise IndexError(f\"max(): ",
+                              "        if False:\n            raise IndexError(f\"max(): ")),
+        "argmax of a bool tensor is not refused": _mutate(
+            "ex_reductions", ("        if self.dtype is bool_:\n", "        if False:\n")),
+        "argmax() of no elements is not refused (NumPy's ValueError)": _mutate(
+            "ex_reductions", ("            if self.numel() == 0:\n                raise IndexError(\"argmax(): ",
+                              "            if False:\n                raise IndexError(\"argmax(): ")),
+        "mean of an integer tensor is not refused": _mutate(
+            "ex_reductions", ("        if not self.dtype.is_floating_point:\n            raise RuntimeError(\"mean(): ",
+                              "        if False:\n            raise RuntimeError(\"mean(): ")),
         "a repeated dim is summed once": _mutate(
             "ex_reductions", ("    for d in dims:\n        if dims.count(d) > 1:\n", "    for d in []:\n        if dims.count(d) > 1:\n")),
     },
     "ex_matmul": {
         "a 1-D operand's added dim is not removed": _mutate(
             "ex_matmul", ("        if self.dim() == 1:\n            out = out.squeeze(-2)\n", "")),
+        "a 1-D right operand's added dim is not removed": _mutate(
+            "ex_matmul", ("        if other.dim() == 1:\n            out = out.squeeze(-1)\n", "")),
+        "a 0-dim operand is not refused": _mutate(
+            "ex_matmul", ("        if self.dim() == 0 or other.dim() == 0:\n", "        if False:\n")),
+        "the inner sizes are not checked (NumPy's ValueError)": _mutate(
+            "ex_matmul", ("        if a.shape[-1] != b.shape[-2]:\n", "        if False:\n")),
         "batch dims must be equal (no broadcasting)": _mutate(
             "ex_matmul", ("        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])\n"
                           "        if a.shape[:-2] != batch:  # (two matrices, the common case, have no batch dims to expand)\n"
