@@ -58,15 +58,6 @@ check = Checker("01_tensor")
 # row-major) layout, has strides `(4, 1)`: one step down a column skips a whole
 # row of 4, one step along a row moves by 1.
 #
-# ```
-# storage:   [ 0  1  2  3  4  5  6  7  8  9 10 11 ]
-#
-# tensor     col 0  col 1  col 2  col 3
-# row 0        0      1      2      3          element [1, 2] is at
-# row 1        4      5      6      7          0 + 1*4 + 2*1 = 6
-# row 2        8      9     10     11
-# ```
-#
 # ![The storage of x = arange(12).view(3, 4) as a row of 12 cells, positions 0 to 11, and the 3 by 4 tensor as a grid below it, each row in its own colour in both: row 0 is storage 0 to 3, row 1 is 4 to 7, row 2 is 8 to 11. One step along dim 1 moves 1 cell (stride 1), one step along dim 0 moves 4 (stride 4). The element at index (1, 2) is outlined at position 0 + 1×4 + 2×1 = 6](figures/storage_strides.svg)
 #
 # Its transpose is the same storage with the strides swapped: shape `(4, 3)`,
@@ -602,16 +593,6 @@ for_random_inputs(test_basics, 150)
 # touches memory sits the **dispatcher**, a table with one row per operator and,
 # in each row, one kernel per **dispatch key**. Chapter 00's six levels, for
 # `z = x + y` in picotorch:
-#
-# ```
-#  your code         z = x + y
-#  Python API        Tensor.__add__(x, y)  ->  dispatch("add", x, y)
-#  dispatcher        the keys of the call: those of x's and y's storages   {CPU}
-#                    the highest key with a kernel in the row of "add":     CPU
-#  kernel            the CPU kernel of "add": your _binary (exercise 11)
-#  NumPy             np.add over two strided views of the storages
-#  hardware          one CPU core's vector units
-# ```
 #
 # ![z = x + y in picotorch, six levels: your code; Tensor.__add__ calls dispatch("add", x, y); the dispatcher, highlighted, takes the keys of the call from the storages of x and y, the set {CPU}, and the highest key with a kernel in the row of "add", CPU; the CPU kernel of "add", your _binary from exercise 11; np.add over two strided views; one CPU core's vector units](figures/dispatch_add.svg)
 #
