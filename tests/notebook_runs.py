@@ -25,7 +25,7 @@ class Mutant:
     """A typical wrong answer: the answer cell's `code`; the verdict of exercise `judged` (None: the mutated
     exercise itself) must fail, and its message must contain `shows` when given (feedback that names the
     cause, issue 17). `hard_codes_visible`: the answer is written for the visible tests' own inputs, so only the
-    hidden tests can reject it (tests/test_visible_tests.py exempts it; its name says so)."""
+    hidden tests can reject it (the visible share of tests/test_chapters.py exempts it; its name says so)."""
     code: str
     shows: str | None = None
     judged: str | None = None

@@ -55,26 +55,50 @@ def test_every_automatic_exercise_has_mutants():
         assert not missing, f"{chapter.id}: exercises without a typical wrong answer in tests/mutants: {missing}"
 
 
+VISIBLE_SHARE = 0.9  # issue 36: a pass means passed
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_ids)
 def test_tests_reject_typical_mistakes(chapter):
-    """Each typical wrong answer (tests/mutants/<chapter>.py), put in place of its exercise's
-    solution in the source notebook, must make that exercise fail, with a message."""
+    """Each typical wrong answer (tests/mutants/<chapter>.py), put in place of its exercise's solution in the
+    source notebook, must make that exercise fail, with a message; and the VISIBLE tests alone (what a student runs
+    before submitting) must reject at least 90 % of them (a pass means passed). A mutant that hard-codes the visible
+    cases is exempt from the share (`hard_codes_visible`) and says so in its name.
+
+    One run serves both: every variant runs against the visible tests first; only the mutants that pass them run
+    again with the hidden tests (a variant that fails a visible test fails the full cell at the same line)."""
     nb = nbformat.read(chapter.notebook, as_version=4)
     solutions = [(ex.id, nb.cells[ex.solution_cells[0]].source) for ex in exercises(nb).values() if not ex.manual]
     cases = [(ex, name, m) for ex, by_name in mutants_of(chapter).items() for name, m in by_name.items()]
-    verdicts = mutant_verdicts(chapter, solutions + [(ex, m.code, m.judged) for ex, _, m in cases])
+    visible = mutant_verdicts(chapter, solutions + [(ex, m.code, m.judged) for ex, _, m in cases], visible_only=True)
     # The unchanged solutions come first: they must pass here too, or a rejection could be the runner's doing.
-    wrongly_failed = [f"{ex}: {v.status}: {v.message}" for ex, v in verdicts[: len(solutions)] if v.status != "passed"]
+    wrongly_failed = [f"{ex}: {v.status}: {v.message}" for ex, v in visible[: len(solutions)] if v.status != "passed"]
     assert not wrongly_failed, "the solution fails in the variant runner:\n" + "\n".join(wrongly_failed)
-    verdicts = verdicts[len(solutions):]
-    accepted = [f"{ex}: {name}" for (ex, name, _), (_, v) in zip(cases, verdicts) if v.status not in ("failed", "error")]
+    verdicts = [v for _, v in visible[len(solutions):]]
+    only_hidden = [i for i, v in enumerate(verdicts) if v.status not in ("failed", "error")]
+    full = mutant_verdicts(chapter, [(cases[i][0], cases[i][2].code, cases[i][2].judged) for i in only_hidden])
+    for i, (_, v) in zip(only_hidden, full):
+        verdicts[i] = v
+
+    accepted = [f"{ex}: {name}" for (ex, name, _), v in zip(cases, verdicts) if v.status not in ("failed", "error")]
     assert not accepted, f"{chapter.id}: the tests accept these wrong answers:\n" + "\n".join(accepted)
-    silent = [f"{ex}: {name}" for (ex, name, _), (_, v) in zip(cases, verdicts) if not v.message]
+    silent = [f"{ex}: {name}" for (ex, name, _), v in zip(cases, verdicts) if not v.message]
     assert not silent, "a rejected answer must come with a message: " + ", ".join(silent)
     # Feedback that names the cause (issue 17): where a mutant says what its message must show, it shows it.
     unnamed = [f"{ex}: {name}: the message must show {m.shows!r}; it says: {v.message}"
-               for (ex, name, m), (_, v) in zip(cases, verdicts) if m.shows and m.shows not in v.message]
+               for (ex, name, m), v in zip(cases, verdicts) if m.shows and m.shows not in v.message]
     assert not unnamed, "feedback that hides the cause it knows:\n" + "\n".join(unnamed)
+
+    honest = [i for i, (_, _, m) in enumerate(cases) if not m.hard_codes_visible]
+    passed_visible = [f"{cases[i][0]}: {cases[i][1]}" for i in honest if i in only_hidden]
+    share = 1 - len(passed_visible) / max(len(honest), 1)
+    print(f"{chapter.id}: the visible tests reject {share:.0%} of {len(honest)} typical mistakes")
+    assert share >= VISIBLE_SHARE, (
+        f"{chapter.id}: the visible tests alone reject only {share:.0%} of the typical mistakes (at least "
+        f"{VISIBLE_SHARE:.0%} wanted); these pass every visible test and fail only at grading:\n"
+        + "\n".join(passed_visible))
+    unnamed = [name for _, name, m in cases if m.hard_codes_visible and "hard-code" not in name]
+    assert not unnamed, f"a mutant exempt as hard-coded must say so in its description: {unnamed}"
 
 
 def test_the_fast_runner_agrees_with_a_kernel():
