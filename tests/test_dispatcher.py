@@ -24,9 +24,10 @@ def pt(reference_picotorch):
 
 
 @pytest.fixture(scope="module")
-def torch_log(pt):
-    """Chapter 05's TorchLog, the TorchDispatchMode that logs the aten operators it sees: its tests' other side."""
-    return pt.ch05_backend.TorchLog
+def torch_log():
+    """course.testing's TorchLog, the TorchDispatchMode that logs the aten operators it sees: its tests' other side."""
+    from course.testing.dispatch_log import TorchLog
+    return TorchLog
 
 
 @pytest.fixture(scope="module")

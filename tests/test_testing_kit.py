@@ -258,3 +258,16 @@ def test_every_module_of_the_kit_is_watched_by_the_sandbox():
     modules = {f"course.testing.{p.stem}" for p in Path(course.testing.__file__).parent.glob("*.py")
                if p.stem != "__init__"}
     assert modules | {"course.testing"} == set(TESTING_KIT), "autograder/sandbox/integrity.py TESTING_KIT"
+
+
+def test_torch_log_sees_the_aten_operators_torch_runs_and_only_inside():
+    from course.testing.dispatch_log import TorchLog, torch_log_of
+
+    x = torch.ones(2, 3)
+    out, ops = torch_log_of(lambda a: (a + 1).sum(0), (x,))
+    assert ops == ["add", "sum"], f"TorchLog saw {ops} for (x + 1).sum(0); torch runs aten add then sum"
+    assert torch.equal(out, torch.full((3,), 4.0)), "torch_log_of returns what the program returns"
+    with TorchLog() as log:
+        x.mul(2)
+    x.neg()  # after the mode has exited: not logged
+    assert log.ops == ["mul"], f"only the calls made inside the mode are logged: {log.ops}"

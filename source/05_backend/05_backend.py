@@ -3492,30 +3492,14 @@ MODE_STACK = []  # the active modes, innermost last
 
 
 # %% [markdown]
-# The next cell gives the tests' other side: a real `TorchDispatchMode` that
-# logs the name of every aten operator it sees, and `torch_log_of(program,
-# args)`, which runs a program under it.
+# The next cell imports the tests' other side from the course's test kit: a
+# real `TorchDispatchMode` that logs the name of every aten operator it sees
+# (`TorchLog`), and `torch_log_of(program, args)`, which runs a program under
+# it.
 
-# %% reference=true
-# Part of picotorch, not only of these tests: the course's own tests of the dispatcher compare with it too.
-from torch.utils._python_dispatch import TorchDispatchMode
-
-
-class TorchLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
-
-
-def torch_log_of(program, args):
-    """(program(*args), the aten operators a TorchDispatchMode saw); the mode is on only inside this call."""
-    with TorchLog() as log:
-        out = program(*args)
-    return out, log.ops
+# %%
+# The tests' other side (course.testing, not picotorch): a TorchDispatchMode that logs every aten operator it sees.
+from course.testing.dispatch_log import TorchLog, torch_log_of
 
 
 # %% solution="ex_mode" reference=true
@@ -3659,6 +3643,8 @@ compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has ex
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`). Not this chapter's
 # `dispatch` and `register_kernel`, which choose among backends: picotorch's are chapter 01's.
+# Not the exercises' aids either (train, sgd_step, dispatch_key_set, choose_kernel, kernel_of_call: the
+# framework trains with chapter 04's SGD and dispatches with chapter 01's Operator.compute).
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "device_of",
            "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
@@ -3671,8 +3657,7 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "sgd_step", "train", "BACKEND_KEYS", "dispatch_key_set", "choose_kernel",
-           "kernel_of_call", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "cross_entropy_on_device", "BACKEND_KEYS", "MODE_STACK", "LoggingMode", "mode_fallback"]
 
 # %% [markdown]
 # ## What runs where, and what to read next

@@ -1277,27 +1277,6 @@ DispatchKey.declare("Python")  # a mode's key (priority 4 in DISPATCH_KEYS: belo
 MODE_STACK = []  # the active modes, innermost last
 
 
-# Part of picotorch, not only of these tests: the course's own tests of the dispatcher compare with it too.
-from torch.utils._python_dispatch import TorchDispatchMode
-
-
-class TorchLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
-
-
-def torch_log_of(program, args):
-    """(program(*args), the aten operators a TorchDispatchMode saw); the mode is on only inside this call."""
-    with TorchLog() as log:
-        out = program(*args)
-    return out, log.ops
-
-
 class LoggingMode:
     """`with LoggingMode() as log:` the names of the operators this thread calls, in order."""
 
@@ -1328,6 +1307,8 @@ register_fallback(DispatchKey.Python, mode_fallback)
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`). Not this chapter's
 # `dispatch` and `register_kernel`, which choose among backends: picotorch's are chapter 01's.
+# Not the exercises' aids either (train, sgd_step, dispatch_key_set, choose_kernel, kernel_of_call: the
+# framework trains with chapter 04's SGD and dispatches with chapter 01's Operator.compute).
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "device_of",
            "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
@@ -1340,5 +1321,4 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "sgd_step", "train", "BACKEND_KEYS", "dispatch_key_set", "choose_kernel",
-           "kernel_of_call", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "cross_entropy_on_device", "BACKEND_KEYS", "MODE_STACK", "LoggingMode", "mode_fallback"]
