@@ -1622,7 +1622,7 @@ class IncludeDispatchKeys(ExcludeDispatchKeys):
 add_tensor_key("_requires_grad", DispatchKey.Autograd)  # a tensor that requires grad brings the Autograd key
 register_fallthrough(DispatchKey.Autograd)  # an operator without an autograd kernel goes on to the backend
 FUNCTIONS = {}  # operation name -> the Function that differentiates it
-_OWN_AUTOGRAD_KERNEL = ("max", "max_dim", "contiguous")  # their autograd kernels are given below
+_OWN_AUTOGRAD_KERNEL = ("max", "max_dim", "contiguous")  # their autograd kernels follow their Functions
 
 
 def register(op: str):
@@ -1674,23 +1674,6 @@ for _op in ("add_", "sub_", "mul_", "div_"):  # reached only when grad mode is o
 @register_kernel("setitem", DispatchKey.Autograd)
 def _setitem_autograd(t, key, value):
     _refuse_in_place(t, value, "t[key] = value")
-
-
-@register_kernel("max", DispatchKey.Autograd)
-def _max_autograd(x, dim=None, keepdim=False):
-    if dim is None:
-        function = FUNCTIONS.get("max")
-        return function.apply(x) if function is not None else KERNELS["max"](x)
-    values, indices = KERNELS["max"](x, dim, keepdim)  # max(dim) is a selection: the values at `indices`
-    if "max_dim" in FUNCTIONS:
-        values = FUNCTIONS["max_dim"].apply(x, dim, keepdim, indices)
-    return MaxResult(values, indices)
-
-
-@register_kernel("contiguous", DispatchKey.Autograd)
-def _contiguous_autograd(x):
-    function = FUNCTIONS.get("contiguous")
-    return x if x.is_contiguous() or function is None else function.apply(x)
 
 
 def _autograd_field(t: Tensor) -> str:
@@ -2384,6 +2367,15 @@ class MaxDim(Function):
         ### END SOLUTION
 
 
+@register_kernel("max", DispatchKey.Autograd)
+def _max_autograd(x, dim=None, keepdim=False):
+    """max() differentiates through Max; max(dim) is a selection: MaxDim takes the values at the kernel's indices."""
+    if dim is None:
+        return Max.apply(x)
+    values, indices = KERNELS["max"](x, dim, keepdim)
+    return MaxResult(MaxDim.apply(x, dim, keepdim, indices), indices)
+
+
 # %% tests="ex_reductions" points=2
 x = torch.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
 for call, f in {"a.sum()": lambda a: a.sum(), "a.sum(0)": lambda a: a.sum(0), "a.sum(-1, keepdim=True)":
@@ -2595,6 +2587,11 @@ class Contiguous(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+@register_kernel("contiguous", DispatchKey.Autograd)
+def _contiguous_autograd(x):
+    return x if x.is_contiguous() else Contiguous.apply(x)
 
 
 def storage_positions(shape, stride, offset) -> np.ndarray:
