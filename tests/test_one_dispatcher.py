@@ -5,7 +5,8 @@ a profiler or an autocast key relies on that property.
 Two tests: the public names of the chapters that add layers and losses (03, 04) are each either a computing call
 exercised below or in NOT_COMPUTING with the reason; and each computing call, run under `LoggingMode`, logs the
 operators torch would dispatch for it. Calls still computed in NumPy inside a `Function.forward` are marked
-PENDING with the chapter whose helper removes the bypass (non-strict xfail: the lead drops the mark when fixed).
+PENDING with the chapter that must remove the bypass (issue 37): a strict xfail, so the fix that lands makes
+this test fail until its PENDING entry goes.
 """
 import pytest
 
@@ -94,7 +95,7 @@ def test_every_public_name_is_classified(reference_picotorch):
                               f"with a reason: {unclassified}")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=PENDING[n], strict=False))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=PENDING[n], strict=True))
                                   if n in PENDING else n for n in CALL_NAMES])
 def test_a_dispatch_mode_sees_every_computing_call(reference_picotorch, name):
     pt = reference_picotorch

@@ -112,8 +112,10 @@ def storage_position(index, stride, offset: int = 0) -> int:
     ### END SOLUTION
 
 # %% tests="ex_strides" points=1
+STRIDE_RULES = {(): "shape () has strides ()", (2, 0, 3): "a dim of size 0 counts as size 1 for the dims before it",
+         (1, 1): "a dim of size 1 counts as size 1"}
 for shape in [(3, 4), (2, 3, 4), (5,), (), (2, 0, 3), (1, 1)]:
-    what = f"contiguous_strides({shape})"
+    what = f"contiguous_strides({shape})" + (f" ({STRIDE_RULES[shape]})" if shape in STRIDE_RULES else "")
     compare.assert_equal(tuple(call_yours(what, contiguous_strides, shape)), torch.empty(shape).stride(), what)
 x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
 what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"

@@ -1,7 +1,8 @@
-"""A student's first hour, in a real browser (issue 36): `make lab` on a fresh working copy, chapter 00 open
-in JupyterLab, a typical mistake the prose warns about typed into an exercise cell (Exercise 3 says "Keep
-the names fc1 and fc2"), its test cell run: a visible failure that names the rule, with a traceback that
-ends at the test's line (none of the course's own frames). Then the fix, `check("ex_module")` saying what
+"""A student's first hour, in a real browser (issue 36): `make lab` on a fresh working copy, chapter 01 open
+in JupyterLab, a typical mistake the prose warns about typed into an exercise cell (Exercise 1 says "a dim of
+size 0 counts as size 1 when computing the strides of the dims before it"), its test cell run: a visible
+failure that names the rule, with a traceback that ends at the test's line (none of the course's own frames).
+Then the fix, `check("ex_strides")` saying what
 its pass means and echoing nothing, and `course check --hidden` on the saved notebook giving the grader's
 verdicts. Jupyter's news toast never shows. Screenshots land in test-artifacts/browser/first-hour-*.png.
 
@@ -27,25 +28,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 from test_in_browser import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, open_notebook  # noqa: E402
 
-TOUR = next(c for c in CHAPTERS if c.id == "00_tour")
-EXERCISE = "ex_module"
-# The mistake: the layers under names of the student's own; the prose asks for fc1 and fc2.
-MISTAKE = '''class TwoLayerNet(nn.Module):
-    def __init__(self, n_in: int, n_hidden: int, n_out: int):
-        super().__init__()
-        self.hidden = nn.Linear(n_in, n_hidden)
-        self.out = nn.Linear(n_hidden, n_out)
+CHAPTER = next(c for c in CHAPTERS if c.id == "01_tensor")
+EXERCISE = "ex_strides"
+# The mistake: every size multiplies the step, 0 included; the prose says a size-0 dim counts as 1.
+MISTAKE = """def contiguous_strides(shape) -> tuple:
+    strides, step = (), 1
+    for size in reversed(tuple(shape)):
+        strides = (step,) + strides
+        step *= size
+    return strides
 
-    def forward(self, x):
-        return self.out(torch.relu(self.hidden(x)))'''
-FIX = '''class TwoLayerNet(nn.Module):
-    def __init__(self, n_in: int, n_hidden: int, n_out: int):
-        super().__init__()
-        self.fc1 = nn.Linear(n_in, n_hidden)
-        self.fc2 = nn.Linear(n_hidden, n_out)
 
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))'''
+def storage_position(index, stride, offset: int = 0) -> int:
+    return offset + sum(i * s for i, s in zip(index, stride))"""
+FIX = MISTAKE.replace("        step *= size", "        step *= max(size, 1)")
+RULE = "a dim of size 0 counts as size 1"
 
 _SAVED = """async ([index, text]) => {
   // Save until the server's copy of cell `index` holds `text`: one save is no proof on a busy machine.
@@ -111,11 +108,11 @@ def run(page, panel, index: int):
 
 
 def test_a_students_first_hour(browser, lab, work):
-    nb = nbformat.read(work / TOUR.id / TOUR.notebook.name, 4)  # make lab copied it from release/
+    nb = nbformat.read(work / CHAPTER.id / CHAPTER.notebook.name, 4)  # make lab copied it from release/
     ex = exercises(nb)[EXERCISE]
     answer, tests = ex.solution_cells[0], ex.test_cells[0]
     first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")  # imports, check = Checker(...)
-    page, panel = open_notebook(browser, lab, TOUR)
+    page, panel = open_notebook(browser, lab, CHAPTER)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         run(page, panel, first)
@@ -125,9 +122,9 @@ def test_a_students_first_hour(browser, lab, work):
         output.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "first-hour-1-visible-failure.png"))
         failure = output.text_content()
-        # the rule, in the message: the names torch's state_dict would have, and the ones the student chose
-        assert "AssertionError" in failure and "parameter names" in failure, failure
-        assert "'fc1.weight'" in failure and "'hidden.weight'" in failure, failure
+        # the rule, in the message, with what came back and what torch gives
+        assert "AssertionError" in failure and RULE in failure, failure
+        assert "(0, 3, 1)" in failure and "(3, 3, 1)" in failure, failure
         # a short traceback: the test's own line, none of the course's frames
         assert "course/" not in failure and "compare.py" not in failure, failure
         assert len(re.findall(r"Cell In\[\d+\]", failure)) == 1 and "File " not in failure, failure
@@ -142,14 +139,14 @@ def test_a_students_first_hour(browser, lab, work):
         page.screenshot(path=str(ARTIFACTS / "first-hour-2-check-passed.png"))
         assert PASSED_VISIBLE in shown.text_content(), shown.text_content()
         assert shown.locator(".jp-OutputArea-executeResult").count() == 0, "check() must not echo an Out[n]"
-        assert page.evaluate(_SAVED, [answer, "self.fc1 = nn.Linear"]), "the fix never reached the saved file"
+        assert page.evaluate(_SAVED, [answer, "max(size, 1)"]), "the fix never reached the saved file"
         # Jupyter's news toast: off by the course's settings (it would ask within seconds of the start)
         assert page.get_by_text(re.compile("Jupyter news", re.I)).count() == 0, "the news toast is showing"
     finally:
         page.close()
 
     done = subprocess.run([sys.executable, "-m", "course.cli", "check", "--hidden",
-                           str(work / TOUR.id / TOUR.notebook.name)], capture_output=True, text=True)
+                           str(work / CHAPTER.id / CHAPTER.notebook.name)], capture_output=True, text=True)
     assert done.returncode == 1, done.stdout + done.stderr  # the other exercises are not attempted yet
     rows = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[2:] if line.startswith("ex_")}
     assert rows[EXERCISE] == "passed", done.stdout
