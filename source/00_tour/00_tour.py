@@ -166,7 +166,7 @@ expect_matmul_shape((), (3,), "both operands need at least one dimension")
 expect_matmul_shape((2, 1, 3, 4), (5, 4, 2), "batch dimensions broadcast: (2, 1) with (5,)")
 expect_matmul_shape((4,), (2, 4, 3), "a 1-D operand against a batch of matrices")
 expect_matmul_shape((2, 3, 4), (3, 4, 5), "batch dimensions 2 and 3 do not broadcast")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_matmul_pair():
     """Shapes that @ usually accepts, with batch dims that broadcast (or sometimes not)."""
@@ -234,7 +234,7 @@ compare.assert_matches(gradient_of(lambda x: x * x + 3 * x, x), torch.tensor(7.0
 compare.assert_raises(RuntimeError, gradient_of,
                       "gradient_of(f, x) where f(x) has shape (3,) (let autograd's error through, do not .sum())",
                       lambda x: x * 2, torch.ones(3))
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def torch_gradient(f, x):
     leaf = x.detach().clone().requires_grad_(True)
@@ -314,7 +314,7 @@ compare.assert_equal([name for name, _ in net.named_parameters()],
                      ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"], "TwoLayerNet(4, 8, 3) parameter names")
 x = torch.randn(5, 4)
 compare.assert_matches(net(x), reference_two_layer(net, x), "TwoLayerNet(4, 8, 3) on a batch of 5")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 for _ in range(5):
     n_in, n_hidden, n_out = inputs.randint(1, 7), inputs.randint(1, 9), inputs.randint(1, 5)
@@ -395,7 +395,7 @@ tied[1].weight = tied[0].weight
 compare.assert_equal(count_parameters(tied), torch_count(tied),
                      "count_parameters with a weight shared by two layers (tied[1].weight = tied[0].weight): "
                      "a shared parameter counts once")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_model(depth=0):
     root = nn.Module()
@@ -602,7 +602,7 @@ compare.assert_matches(torch.tensor(loss), torch.tensor(want_loss),
                        "evaluate's average loss per sample (40 samples in batches of 16)")
 compare.assert_matches(torch.tensor(acc), torch.tensor(want_acc),
                        "evaluate's accuracy: the fraction of samples whose argmax over dim 1 equals the label")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 for optimizer_kind in ["sgd", "sgd+momentum", "adam"]:
     data = blobs(inputs.randint(20, 60))
@@ -720,7 +720,7 @@ compare_repeat(RepeatUntilSmall(4, max_steps=2), torch.tensor([30.0, -20.0, 10.0
                "RepeatUntilSmall(4, max_steps=2) on an x of norm 38 (the loop stops after max_steps steps)")
 h, steps = module(torch.tensor([3.0, -2.0, 1.0, 0.5]))
 assert type(steps) is int, f"RepeatUntilSmall must return steps as a Python int, got a {type(steps).__name__}"
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 seen_steps = set()
 for _ in range(20):
@@ -805,7 +805,7 @@ for device in devices() + ["meta"]:
                  f"to_device(nested, {device!r}) (containers are walked at every depth; a tuple stays a tuple)")
     assert repr(nested) == snapshot, (
         f"to_device(nested, {device!r}) changed the caller's batch: build new containers instead")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_batch(depth=0):
     kind = inputs.randint(0, 5) if depth < 3 else 0

@@ -121,7 +121,7 @@ x = torch.arange(24.).reshape(2, 3, 4).transpose(0, 2)[1:]
 what = f"storage_position((1, 2, 0), stride={x.stride()}, offset={x.storage_offset()})"
 compare.assert_equal(call_yours(what, storage_position, (1, 2, 0), x.stride(), x.storage_offset()),
                      x[1, 2, 0].storage_offset(), what)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_strides(draw):
     shape = random_shape(draw, max_dims=5, max_size=5)
@@ -572,7 +572,7 @@ for what, t in {"x": base, "x.T": base.T, "x[:, ::2]": base[:, ::2], "x[1]": bas
 expect_basics(base.T[:, :1], "x.T[:, :1] (the stride of a size-1 dim is skipped)")
 # a tensor with no elements is always contiguous, whatever its strides: x.T[:0] has shape (0, 3) stride (1, 4)
 expect_basics(base.T[:0], "x.T[:0] (no elements: always contiguous)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_basics(draw):
     t = random_layout(draw)
@@ -995,7 +995,7 @@ x = torch.arange(12.).reshape(3, 4)
 for what, t in {"x": x, "x.T": x.T, "x[1:, ::2]": x[1:, ::2], "x[2, 1:2]": x[2, 1:2], "x[1, 3]": x[1, 3],
                 "an int64 x.T": x.long().T, "x[0].expand(2, 4)": x[0].expand(2, 4)}.items():
     expect_copies(t, what)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_copies(draw):
     expect_copies(random_layout(draw), "x")
@@ -1159,7 +1159,7 @@ for shape, numel in [((2, -1), 6), ((2, 3), 6), ((-1, 4, 1), 8), ((0, 3), 0), ((
 # (even one whose product is right), and a -1 that could be anything (0 elements, and another size is 0)
 for shape, numel in [((5, -1), 24), ((2, 2), 5), ((-1, -1), 4), ((-2, 2), 4), ((-2, -2), 4), ((0, -1), 0)]:
     expect_infer_size(shape, numel)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_views(draw):
     x = random_layout(draw)
@@ -1255,7 +1255,7 @@ check_chain(x[0, 0], [Op("mT")], "y")                             # torch: Runti
 with warnings.catch_warnings():  # torch warns that .T of 3 dims is deprecated; it still reverses them all
     warnings.simplefilter("ignore", UserWarning)
     check_chain(x, [Op("T")])
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_transposes(draw):
     x = random_layout(draw)
@@ -1349,7 +1349,7 @@ check_chain(x[0, 0, 0], [Op("flatten")], "y")                     # 0 dims: shap
 ours = from_torch(x)
 if call_yours("x.flatten(1, 1)", ours.flatten, 1, 1) is not ours:
     fail("x.flatten(1, 1)", "made a new tensor, but torch returns the tensor itself when start_dim == end_dim")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_size_one_dims(draw):
     x = random_layout(draw)
@@ -1447,7 +1447,7 @@ check_chain(x, [Op("narrow", 2, -5, 1)])                           # torch: Inde
 check_chain(x, [Op("as_strided", (2, 3), (1,))])                   # torch: RuntimeError (2 sizes, 1 stride)
 check_chain(x, [Op("as_strided", (2, 2), (-1, 1), 5)])             # torch: RuntimeError (a negative stride)
 check_chain(x, [Op("as_strided", (0, 50), (1, 1), 30)])            # no elements: reaches nothing, allowed
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_windows(draw):
     x = random_layout(draw)
@@ -1541,7 +1541,7 @@ ours[1, ::2] = -1.0
 y = x.clone()
 y[1, ::2] = -1.0
 compare.assert_matches(ours.to_torch(), y, "x after x[1, ::2] = -1.0 (the write must go through the view)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_indexing(draw):
     x = random_layout(draw)
@@ -1676,7 +1676,7 @@ check_chain(y, [Op("expand", 3, 3)])                               # torch: Runt
 check_chain(y, [Op("expand", -1, 2, 3)])                           # torch: RuntimeError (-1 in a new dim)
 check_chain(y, [Op("expand", 3)])                                  # torch: RuntimeError (fewer sizes than dims)
 check_chain(y[1, 1], [Op("expand", 1, 3)], "z")                    # 0 dims: stride 0 in every dim
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def broadcastable_shapes(draw, k):
     """k shapes that often broadcast (and sometimes do not)."""
@@ -1813,7 +1813,7 @@ for f in TORCH_DTYPES:
     for t in TORCH_DTYPES:
         what = f"can_cast({DTYPE_OF_TORCH[f]}, {DTYPE_OF_TORCH[t]})"
         compare.assert_equal(call_yours(what, can_cast, DTYPE_OF_TORCH[f], DTYPE_OF_TORCH[t]), torch.can_cast(f, t), what)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 for ka in ("tensor", "0-dim", "number"):
     for kb in ("tensor", "0-dim", "number"):
@@ -2081,7 +2081,7 @@ with warnings.catch_warnings():  # torch gives nan and inf without a warning, an
     warnings.simplefilter("error", RuntimeWarning)
     same_outcome(lambda: from_torch(x).log(), lambda: x.log(), f"x.log() where x: {describe(x)}, without a warning")
     expect_binary("div", x, 0, "x", "0 (without a warning)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def operand_pair(draw):
     """Two torch tensors (or a tensor and a number), random layouts and dtypes, shapes that usually broadcast."""
@@ -2306,7 +2306,7 @@ expect_reduction(torch.tensor(2.5), "max", 0)                           # a 0-di
 expect_reduction(torch.tensor(2.5), "sum", -1)
 expect_reduction(torch.tensor([[1, 7, 7]]), "argmax", 1, keepdim=True)  # ties: the first
 expect_reduction(torch.tensor([[1, 7, 7]]), "max", 1)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_reductions(draw):
     x = random_layout(draw, dtype=[torch.float32, torch.float64, torch.int64, torch.bool][draw(0, 3)], values="random")
@@ -2397,7 +2397,7 @@ expect_matmul(m.T, m, "m.T", "m")
 expect_matmul(m, m.double().T, "m", "m.double().T")                      # torch: RuntimeError (dtypes differ)
 expect_matmul(torch.tensor(2.0), torch.ones(3), "a 0-dim tensor", "b")   # torch: RuntimeError (0 dims)
 expect_matmul(torch.ones(3), torch.tensor(2.0), "a", "a 0-dim tensor")   # torch: RuntimeError (0 dims)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import matmul_operand, matmul_shapes
 

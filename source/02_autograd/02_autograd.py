@@ -345,7 +345,7 @@ def raise_inside(manager):
 for manager in (no_grad, enable_grad):
     compare.assert_raises(Oops, raise_inside, f"an exception raised inside `with {manager.__name__}():` "
                                               "(it must go on: __exit__ returns False)", manager)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_program(draw, depth=0):
     steps = []
@@ -628,7 +628,7 @@ def expect_computed_rules():
 
 expect_weak_accumulator()
 expect_computed_rules()
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 import gc
 
@@ -970,7 +970,7 @@ def expect_saved_and_released():
 
 
 expect_saved_and_released()
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 seen_modes = []
 
@@ -1269,7 +1269,7 @@ compare.assert_equal(modes_in_backward[0], modes_in_backward[1],
 x = leaf_pair(torch.randn(4), True)
 expect_backward([(Scale, (0,), (1.0001,))] * 1 + [(Scale, (i,), (1.0001,)) for i in range(1, 5000)], [x],
                 "a chain of 5000 Scale(h, 1.0001) (a recursive walk runs out of stack here)", torch.randn(4))
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 import gc
 import sys
@@ -1950,7 +1950,7 @@ for name, f in UNARY_OPS.items():
     expect_op(f, [positive.T], f"a.{name}() for a transposed a")
 expect_op(lambda a: a.tanh().sigmoid().exp().neg(), [x], "a.tanh().sigmoid().exp().neg()")
 expect_op(lambda a: a.relu().abs(), [x.double()], "a.relu().abs()")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_chain(draw, t: torch.Tensor, length: int):
     """Names of `length` unary ops that keep the values of t where each op is tame (log and sqrt of
@@ -2172,7 +2172,7 @@ expect_op(lambda a: 1 / a + a ** 2, [b], "1 / a + a ** 2")
 expect_op(lambda a: 2 ** a, [b], "2 ** a")
 expect_op(lambda a: a * a, [b], "a * a")
 expect_op(lambda a: a.maximum(a), [b], "a.maximum(a) (ties everywhere)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import broadcast_family
 
@@ -2391,7 +2391,7 @@ square = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
 for call, f in {"a.sum(1)": lambda a: a.sum(1), "a.mean(1)": lambda a: a.mean(1)}.items():
     expect_op(f, [square], f"{call} for a square a (grad of shape (3,) goes back to the kept shape (3, 1) "
                            "before it is expanded: expanding (3,) itself would spread it along the wrong dim)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import random_dim
 
@@ -2505,7 +2505,7 @@ m = torch.randn(4, 3, generator=g)
 expect_op(lambda a, b: a @ b, [m.T, m], "a @ b")
 expect_op(lambda a: a @ a, [m[:3]], "a @ a")
 expect_op(lambda a, b: a @ b, [m.T, torch.randn(4, 2, generator=g)], "a @ b", requires_grad=[False, True])
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import matmul_operand, matmul_shapes
 
@@ -2774,7 +2774,7 @@ transposed = torch.arange(24.).reshape(4, 3, 2).permute(2, 1, 0)  # a gradient o
 for text, f in {"a.view(2, 3, 4)": lambda a: a.view(2, 3, 4), "a.reshape(2, 3, 4)": lambda a: a.reshape(2, 3, 4)}.items():
     expect_op(f, [torch.arange(24.).reshape(6, 4)], f"{text} with a gradient that arrives transposed (the backward "
                                                     "must reshape it: a .view of it fails)", gradient=transposed)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_key(draw, shape):
     n = len(shape)
@@ -3079,7 +3079,7 @@ compare.assert_raises(ValueError, numerical_gradient, "numerical_gradient on a f
                       from_torch(torch.ones(3)))
 expect_gradcheck(Cube, [x], "Cube.apply, x")
 expect_gradcheck(CubeWrong, [x], "CubeWrong.apply, x")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 SMOOTH = {
     "(a * b).exp().sum(0)": (lambda a, b: (a * b).exp().sum(0), 2),

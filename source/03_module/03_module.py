@@ -343,7 +343,7 @@ expect_parameter(torch.arange(8.0).reshape(2, 4)[:, 1:].t())  # a view: strides 
 compare.assert_equal(tuple(Parameter().shape), tuple(torch.nn.Parameter().shape), "Parameter().shape")
 (p * p).sum().backward()
 compare.assert_matches(p.grad, torch.tensor([[2.0, 4.0], [6.0, 8.0]]), "p.grad after (p * p).sum().backward()")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_parameters(draw):
     t = draw.noncontiguous(draw.randn(draw.shape(ndim=(0, 3), allow_zero=True),
@@ -828,7 +828,7 @@ for value_pair in [(torch.nn.Parameter(torch.ones(2)), OUR_NN.Parameter(ours(tor
     same_error(lambda: Early(value_pair[1]), lambda: EarlyTorch(value_pair[0]),
                f"assigning a {type(value_pair[1]).__name__} before Module.__init__()")
 compare.assert_equal(Early(5).w, 5, "a plain attribute assigned before Module.__init__()")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_registries(draw):
     expect_registries(random_pair(draw=draw))
@@ -1015,7 +1015,7 @@ pair.new_module(1, "inner")
 pair.parameter(2, "w", (3,))
 expect_walks(pair, {**WALKS, "m.named_modules(memo={m1})": lambda m: m.named_modules(
     memo={pair.ours_pool[1] if m in pair.ours_pool else pair.theirs_pool[1]})})
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_walks(draw):
     expect_walks(random_pair(draw=draw))
@@ -1289,7 +1289,7 @@ expect_load(pair, {**{k: v for k, v in state.items() if k != "fc.mean"}, "extra"
             True, "m0.load_state_dict(without 'fc.mean', with 'extra', 'w' of shape (2, 3)): missing, then unexpected, "
             "then the size mismatches")
 expect_state_dict(pair, prefix="net.")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_state_dicts(draw):
     pair = random_pair(dtype=draw.choice([torch.float32, torch.float64]), draw=draw)
@@ -1530,7 +1530,7 @@ expect_to(pair, (torch.float64,), "to(torch.float64)")
 expect_to(pair, ("cpu", torch.float32), "to('cpu', torch.float32)")
 compare.assert_raises(TypeError, pair.ours.to, "m0.to(torch.int64)", torch.int64)
 compare.assert_raises(RuntimeError, pair.ours.to, "m0.to('tpu') (a device picotorch does not know)", "tpu")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_modes_and_conversions(draw):
     pair = random_pair(bad=False, draw=draw)
@@ -1765,7 +1765,7 @@ for m in pair_modules:
     m.register_forward_pre_hook(lambda module, args: args[0] + 1)
 expect_same_calls(pair_modules, x, "Scale(3)(x) with a forward pre-hook that returns args[0] + 1 (one value: the new "
                                    "args are (value,))")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_reprs(draw):
     pair = random_pair(draw=draw)
@@ -2087,7 +2087,7 @@ expect_layer(linear(3, 2), torch.randn(3), "Linear(3, 2)")
 expect_init(linear(3, 4), "Linear(3, 4)", 0)
 expect_init(linear(30, 10), "Linear(30, 10)", 1)
 compare.assert_equal(repr(Linear(4, 2)), repr(torch.nn.Linear(4, 2)), "repr(Linear(4, 2))")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_linears(draw):
     i, o = draw(1, 12), draw(1, 12)
@@ -2249,7 +2249,7 @@ expect_dropout(0.0, torch.randn(3, 2), "Dropout(0.0)", 2)
 expect_dropout(1.0, torch.randn(3, 2), "Dropout(1.0)", 3)
 for p in (-0.1, 1.5):
     same_error(lambda: OUR_NN.Dropout(p), lambda: torch.nn.Dropout(p), f"Dropout({p}) (p outside [0, 1])")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_activations(draw):
     x = draw.noncontiguous(draw.randn(draw.shape(ndim=(1, 4), size=(1, 5)), dtype=draw.choice([torch.float32, torch.float64])))
@@ -2540,7 +2540,7 @@ mine, theirs = OUR_NN.ModuleList([OUR_NN.ReLU()]), torch.nn.ModuleList([torch.nn
 mine += [OUR_NN.Tanh(), OUR_NN.Sigmoid()]
 theirs += [torch.nn.Tanh(), torch.nn.Sigmoid()]
 compare.assert_equal(repr(mine), repr(theirs), "repr(c) after c = ModuleList([ReLU()]); c += [Tanh(), Sigmoid()]")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_containers(draw):
     sizes = [draw(1, 9) for _ in range(draw(2, 5))]
@@ -2825,7 +2825,7 @@ for name, b in bn.named_buffers():
 compare.assert_equal(sorted(n for n, _ in bn.named_parameters()), ["bias", "weight"], "the parameters of BatchNorm1d(3) (running stats are buffers)")
 for make, what in [(layernorm(8), "LayerNorm(8)"), (batchnorm(4), "BatchNorm1d(4)")]:
     compare.assert_equal(repr(make(OUR_NN)), repr(make(torch.nn)), f"repr({what}) (its extra_repr)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_batchnorms(draw):
     dtype = draw.choice([torch.float32, torch.float64])
@@ -2968,7 +2968,7 @@ for padding_idx in (4, -5):
     same_error(lambda: OUR_NN.Embedding(4, 2, padding_idx=padding_idx),
                lambda: torch.nn.Embedding(4, 2, padding_idx=padding_idx),
                f"Embedding(4, 2, padding_idx={padding_idx}) (a padding_idx out of range)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_embeddings(draw):
     n, d = draw(1, 12), draw(1, 5)

@@ -207,7 +207,7 @@ expect_loss(lambda a, b: MSELoss(reduction="sum")(a, b), lambda a, b: torch.nn.M
             [x, y], "MSELoss(reduction='sum')(input, target)")
 assert isinstance(MSELoss(), Module), "MSELoss must be a Module, as torch.nn.MSELoss is"
 compare.assert_raises(ValueError, mse_loss, "mse_loss(input, target, reduction='avg')", ours(x), ours(y), "avg")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_mse(draw):
     shape = draw.shape(ndim=(0, 3), allow_zero=draw(0, 4) == 0)
@@ -465,7 +465,7 @@ expect_loss(lambda z, t: CrossEntropyLoss(reduction="none")(z, t),
             "CrossEntropyLoss(reduction='none')(logits, target)")
 expect_loss(lambda p, t: NLLLoss(ignore_index=3)(p, t), lambda p, t: torch.nn.NLLLoss(ignore_index=3)(p, t),
             [F.log_softmax(logits, 1), target], f"NLLLoss(ignore_index=3)(log_probs, target) for target {target.tolist()}")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_cross_entropy(draw):
     n, c = draw(1, 7), draw(1, 6)
@@ -794,7 +794,7 @@ opt.add_param_group({"params": q, "lr": 0.5})
 compare.assert_equal([len(g["params"]) for g in opt.param_groups], [1, 1], "group sizes after add_param_group({'params': q})")
 compare.assert_equal(opt.param_groups[1]["lr"], 0.5, "the lr of a group added with its own lr")
 compare.assert_raises(ValueError, opt.add_param_group, "add_param_group with a parameter already in a group", {"params": [p]})
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_optimizer(draw):
     n = draw(1, 5)
@@ -1021,7 +1021,7 @@ compare.assert_matches(mine[1], theirs[1].detach(), "parameter 1 after SGD(lr=0.
                        ".grad None: a parameter without a gradient is not updated")
 expect_same_state_dict(opt, opt_theirs, "SGD(lr=0.1, momentum=0.9) after a step in which parameter 1 had no .grad "
                        "(no update, no state for it)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_sgd_kwargs(draw) -> dict:
     nesterov = draw(0, 3) == 0
@@ -1201,7 +1201,7 @@ opt, opt_theirs, mine, theirs, _ = race(lambda g: Adam(g, **kw), lambda g: torch
                                         steps=3)
 compare.assert_matches(opt.state[mine[0]]["step"], opt_theirs.state[theirs[0]]["step"],
                        "state[p]['step'] after 3 steps of Adam: torch counts in a 0-dimensional float32 tensor")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_adam_kwargs(draw, name: str) -> dict:
     kw = {"lr": draw.choice([1e-3, 1e-2, 0.1])}
@@ -1394,7 +1394,7 @@ with warnings.catch_warnings():
     compare.assert_equal(groups.param_groups[0]["initial_lr"], theirs.param_groups[0]["initial_lr"],
                          "initial_lr after a second scheduler is made on an optimizer that already has one")
     compare.assert_equal(list(second.base_lrs), list(second_theirs.base_lrs), "the second scheduler's base_lrs")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 
 def test_schedules(draw):
@@ -1607,7 +1607,7 @@ for bad in (0, -2, 1.5, True):
     compare.assert_raises(ValueError, BatchSampler, f"BatchSampler(sampler, batch_size={bad!r}, drop_last=False)",
                           SequentialSampler(range(4)), bad, False)
 compare.assert_raises(ValueError, BatchSampler, "BatchSampler(sampler, 2, drop_last=1)", SequentialSampler(range(4)), 2, 1)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_tensor_dataset(draw):
     n = draw(1, 9)
@@ -1826,7 +1826,7 @@ order, y = [3, 1, 2, 0], torch.arange(10, 14)
 expect_same_loader(lambda: DataLoader(TensorDataset(ours(y)), batch_size=3, sampler=order),
                    lambda: data.DataLoader(data.TensorDataset(y), batch_size=3, sampler=order), 1,
                    f"DataLoader(TensorDataset(y), batch_size=3, sampler={order}) (the sampler given is the one used)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 import os
 import tempfile
@@ -2085,7 +2085,7 @@ def expect_same_epoch(sizes, n, batch_size, lr, what, draw=inputs):
 
 
 expect_same_epoch([4, 8, 3], 10, 4, 0.1, "for a 4-8-3 MLP, 10 samples in batches of 4, lr=0.1")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_epoch(draw):
     sizes = [draw(2, 6) for _ in range(draw(2, 4))]
@@ -2295,7 +2295,7 @@ expect_same_fit([3, 6, 2], 8, 4, 0.0, 5, False, 2, True, "with lr=0.0 (every val
 expect_same_fit([3, 6, 2], 8, 8, 0.1, 3, True, None, True, "climbing the loss (SGD with maximize=True), validated on "
                 "the training batches, halving the lr, with a checkpoint: the best epoch is the first, and fit must go "
                 "back to it", ascent=True)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_fit(draw, missing: bool) -> tuple:
     """One fit on random inputs (with `missing`, one that may stop early and go back): (what expect_same_fit
@@ -2499,7 +2499,7 @@ if accuracy < 0.9:
                  f"{accuracy:.1%}, where one epoch of the recipe reaches about 96%: are the labels of the shifted "
                  "copies in the order of their images (np.tile(train_labels, 5), torch's train_labels.repeat(5)), "
                  "and is the rest the recipe's?")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_shifted(draw):
     some = torch.from_numpy(DIGITS.train_images[draw(0, 1400):][:draw(1, 40)])

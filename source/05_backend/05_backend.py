@@ -249,7 +249,7 @@ for a, b in [("cuda", "cuda:0"), ("cuda:0", "cuda:0"), ("cpu", "cuda"), ("cuda:1
 assert hash(Device("cuda:1")) == hash(Device("cuda", 1)), "equal devices must hash equally (a dict key, a set)"
 assert Device("emu:1").type == "emu" and Device("emu:1").index == 1 and str(Device("emu", 0)) == "emu:0"
 assert Device("cpu") == "cpu" and Device("cuda:0") == torch.device("cuda:0") and not Device("cpu") == "cpu:"
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 PARTS = {"type": ["cpu", "cuda", "emu", "CUDA", "gpu", "mps", "meta", "cu da", "", "xla"],
          "colon": [":", ":", ":", "", "", "::"],
@@ -587,7 +587,7 @@ try:
     dispatch("no such op", x_emu)
 except NotImplementedError as e:
     assert "no such op" in str(e) and "emu" in str(e), f"the message must name the op and the device; it says: {e}"
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_dispatch(draw):
     devices = [draw.choice(DEVICE_CHOICES) for _ in range(draw(1, 3))]
@@ -880,7 +880,7 @@ if not GPU:
         from_torch(x).to("cuda")
     except RuntimeError as e:
         assert "emu" in str(e), f"without a GPU, to('cuda') must say what to use instead; it says: {e}"
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_moves(draw):
     t = draw.noncontiguous(draw.randn(draw.shape(ndim=(0, 3), allow_zero=True),
@@ -1226,7 +1226,7 @@ expect_2d(40, 30, (32, 8))
 compare.assert_raises(ValueError, launch_2d, "launch_2d(2**21, 4) (more than 65535 blocks in y)", 2**21, 4)
 expect_every_element_once(1000, 128)
 expect_every_element_once(1000, 64, max_blocks=3)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_launch_1d(draw):
     threads = draw.choice([1, 32, 64, 100, 128, 256, 512, 1024])
@@ -1365,7 +1365,7 @@ for shape, value in [((1000,), 2.5), ((1,), -1.0), ((3, 5), 0.0), ((256,), 7.0),
 expect_fill((300,), 0.25, torch.float64)
 expect_fill((33,), 12, torch.int64)
 expect_fill((20,), True, torch.bool)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_fill(draw):
     dtype = draw.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.bool])
@@ -1557,7 +1557,7 @@ expect_map(launch_map, "div", (300,), torch.float64)
 expect_map(launch_map, "add", (0,))
 expect_map(launch_map, "mul", (1000,), max_blocks=1)   # one block: every thread loops over many elements
 expect_64_bit_indices([(0, 256, 0), (3, 256, 7), (2**23, 256, 5), (2**31 - 1, 1024, 1023)])
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_map(draw):
     op = draw.choice(ARITH + COMPARE)
@@ -1723,7 +1723,7 @@ expect_strided("gt", (5, 4), torch.float64, layout=".expand")
 expect_strided("add", (6, 3), out_layout=".T", layout=".T")
 expect_strided("add", (), layout=".T")
 expect_offsets((2, 3), (1, 2), [0, 1, 2, 3, 4, 5])
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_strided(draw):
     op = draw.choice(ARITH + COMPARE)
@@ -1907,7 +1907,7 @@ y = on_device(x)
 compare.assert_matches((y * 2 + 1).relu() - y.exp() / 3, ((x * 2 + 1).relu() - x.exp() / 3).to(torch_device(DEVICE)),
                        f"(y * 2 + 1).relu() - y.exp() / 3 on {DEVICE}")
 compare.assert_matches(y.to(float64).to("cpu"), x.double(), f"y.to(float64) on {DEVICE}, back on the CPU")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import broadcast_family
 
@@ -2143,7 +2143,7 @@ for rows, cols in [(1, 1), (3, 256), (4, 300), (2, 1000), (5, 7), (1, 0), (0, 5)
     expect_row_sums(launch_sum_rows, rows, cols)
 expect_row_sums(launch_sum_rows, 6, 513, max_blocks=2)      # blocks that sum several rows
 expect_row_sums(launch_sum_rows, 3, 100, torch.float64)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_row_sums(draw):
     expect_row_sums(launch_sum_rows, draw(1, 9), draw.choice([1, 255, 256, 257, draw(1, 1500)]),
@@ -2302,7 +2302,7 @@ for rows, cols in [(1, 1), (3, 256), (4, 300), (2, 1000), (5, 7), (1, 0), (0, 5)
     expect_row_sums(launch_sum_rows_warp, rows, cols)
 expect_row_sums(launch_sum_rows_warp, 6, 513, max_blocks=2)
 expect_row_sums(launch_sum_rows_warp, 3, 100, torch.float64)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_warp_row_sums(draw):
     expect_row_sums(launch_sum_rows_warp, draw(1, 9), draw.choice([1, 31, 33, 256, 257, draw(1, 1500)]),
@@ -2441,7 +2441,7 @@ def expect_random_matmuls(launch, n=4, biggest=70):
 
 
 expect_matmuls(launch_matmul_naive)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 expect_random_matmuls(launch_matmul_naive)
 ### END HIDDEN TESTS
@@ -2540,7 +2540,7 @@ if not GPU:  # what tiling saves, counted by the emulator
           f"global loads and {counts['tiled'].shared_loads:,} shared loads")
     assert counts["tiled"].global_loads <= counts["naive"].global_loads // 16, \
         "the tiled kernel should read each element of a and b from global memory once per block (32x fewer loads)"
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 expect_random_matmuls(launch_matmul_tiled)
 expect_matmul(launch_matmul_tiled, 70, 65, 33)
@@ -2653,7 +2653,7 @@ MATMULS["blocked"] = launch_matmul_blocked
 # %% tests="ex_matmul_blocked" points=3
 expect_matmuls(launch_matmul_blocked)
 expect_matmul(launch_matmul_blocked, 130, 9, 140)   # more than one block each way
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 expect_random_matmuls(launch_matmul_blocked, 3, 140)
 ### END HIDDEN TESTS
@@ -2875,7 +2875,7 @@ expect_softmax_rows(2, 40, torch.float64, log=True)
 x = torch.randn(3, 4, 5)
 compare.assert_matches(softmax(on_device(x), 1), torch.softmax(x, 1).to(torch_device(DEVICE)),
                        f"softmax(x, 1) on {DEVICE} where x: {describe(x)}", rtol=1e-5, atol=1e-6)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_softmax_rows(draw):
     expect_softmax_rows(draw(1, 8), draw.choice([1, 2, 255, 256, 257, draw(1, 700)]),
@@ -3084,7 +3084,7 @@ target = on_device(torch.tensor([0, 2, 1, 1, 0]))
 compare.assert_matches(cross_entropy_on_device(logits, target),
                        torch.nn.functional.cross_entropy(logits.to_torch(), target.to_torch()),
                        f"cross_entropy_on_device(logits (5, 3), target (5,)) on {DEVICE}", rtol=1e-5, atol=1e-6)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 losses, _ = expect_training((64, inputs.randint(8, 24), 10), inputs.randint(20, 60), 5, inputs.choice([0.2, 0.5, 1.0]))
 assert losses[-1] < losses[0], f"training with your kernels did not lower the loss: {losses}"
@@ -3363,7 +3363,7 @@ for op, args in [("add", (x, x)), ("add", (y, x)), ("matmul", (x, y)), ("sum", (
 with no_grad():
     compare.assert_equal(kernel_of_call("add", y, x) is OPS["add"].kernel_for(key_set(y, x)), True,
                          "kernel_of_call('add', y, x) under no_grad() is chapter 01's")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 import itertools
 
@@ -3596,7 +3596,7 @@ with LoggingMode() as outer:
         x.tanh()
     x.relu()
 compare.assert_equal((outer, inner), (["neg", "relu"], ["tanh"]), "the logs of two nested modes (outer, inner)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 UNARY = [("exp", lambda a: a.exp()), ("tanh", lambda a: a.tanh()), ("neg", lambda a: -a),
          ("relu", lambda a: a.relu())]

@@ -442,7 +442,7 @@ with compare.labelled("a capture inside a capture"):
 compare.assert_equal((inner_graphs[0].op_counts(), g.op_counts()), ({"tanh": 1, "add": 1}, {"exp": 1}),
                      "the op counts of a capture of b.tanh() + 1 inside a capture of a.exp(), and of the outer one (a "
                      "call is recorded by the innermost tracer: TRACERS[-1])")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from picotorch import LoggingMode
 
@@ -600,7 +600,7 @@ compare.assert_matches(out[0], (xs - ys) * offset_t, f"{what}: (x - y) * c (a co
 compare.assert_matches(out[1], xs.to(dtype=torch.float64),
                        f"{what}: x.to(dtype=torch.float64) (a call runs with its keyword arguments)")
 compare.assert_equal(out[2], 3, f"{what}: the Python value the output node returns, as it is")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_replay(draw):
     shape = draw.shape(ndim=(1, 2), size=(1, 4))
@@ -794,7 +794,7 @@ except GraphBreak as error:
     compare.assert_equal(str(error), BREAK_REASONS["item"], "the message of capture(branchy)'s GraphBreak: the reason")
 else:
     raise AssertionError("capture(branchy) must raise GraphBreak: the if needs a value")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from picotorch import from_numpy
 
@@ -1077,7 +1077,7 @@ for sign in (1, -1, 1):
     compare.assert_matches(out, branchy(xs, ys), "compile_function(branchy)(x, y): a hit whose entry has graph breaks "
                                                  "calls fn (the eager code between graphs must run on every call)")
 compare.assert_equal(len(runs), 3, "the times branchy's Python ran in 3 calls (an entry with breaks runs fn every time)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from picotorch import from_numpy
 
@@ -1252,7 +1252,7 @@ xs = torch.randn(4)
 compare.assert_matches(run_graph(clean, from_torch(torch.randn(3, 4)), from_torch(xs), from_torch(torch.randn(4))),
                        xs * 2, f"{what}: the graph after DCE, run")
 compare.assert_matches(counter, counter_t + 2, f"{what}: counter after the capture and one run")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_dce(draw):
     shape = draw.shape(ndim=(1, 2), size=(1, 4))
@@ -1375,7 +1375,7 @@ merged = eliminate_common_subexpressions(capture(updates, from_torch(xi), from_t
 compare.assert_equal(merged.op_counts(), {"getitem": 1, "add_": 2, "add": 1},
                      "the op counts after CSE of counter[:2].add_(1) twice, then b + counter (the two views merge, but "
                      "never operators with side effects: two add_ are two updates)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_cse(draw):
     shape = draw.shape(ndim=(1, 2), size=(1, 4))
@@ -1508,7 +1508,7 @@ with no_grad():
     out = run_graph(folded, from_torch(xs))
 compare.assert_matches(out, xs * (p_t * 2) + scale_t * 2, f"{what}: the folded graph, run (counter: c after the "
                                                           "capture, 2 c after one run)")
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_fold(draw):
     shape = (draw(1, 4),)
@@ -1847,7 +1847,7 @@ before = memory_traffic(g, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(),
 after = memory_traffic(fused, wrap_torch(xe.clone(), "emu"), wrap_torch(ye.clone(), "emu"))
 print("unfused:", before)
 print("fused:  ", after)
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import describe, same_layout_copy
 
@@ -2107,7 +2107,7 @@ def past_the_block():
 with_fixed_inputs(past_the_block)
 print("unfused:   ", memory_traffic(g, wrap_torch(xs9.clone(), "emu"), wrap_torch(ys9.clone(), "emu")))
 print("one kernel:", memory_traffic(fused_sum, wrap_torch(xs9.clone(), "emu"), wrap_torch(ys9.clone(), "emu")))
-print("visible tests passed")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import describe, same_layout_copy
 
