@@ -82,7 +82,8 @@ import numpy as np
 import torch
 
 from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_methods, bool_, dispatch, empty, float32,
-                       float64, from_numpy, from_torch, int64, no_grad, ones, register_kernel, tensor, zeros)
+                       float64, from_numpy, from_torch, int64, no_grad, ones, redispatch, register, register_kernel,
+                       tensor, zeros)
 
 # %% [markdown]
 # ## 2. A few more tensor methods
@@ -110,6 +111,13 @@ from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_metho
 #
 # Devices: picotorch knows only `"cpu"` (chapter 05 adds `"cuda"`); asking for
 # any other is an error that says so.
+#
+# Each is an operator of chapter 01's dispatcher. `t.to(...)` is `"to"`, which
+# reads its arguments and returns `t` itself when nothing changes; a change of
+# dtype is the operator `"_to_copy"`, whose Autograd kernel (`ToCopy`,
+# registered with chapter 02's `@register`) sends the gradient back converted —
+# torch's `aten::to` over `aten::_to_copy`, in
+# [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
 
 # %% reference=true
 DEVICES = ["cpu"]  # the devices picotorch knows; chapter 05 adds "cuda"
@@ -169,15 +177,23 @@ def bernoulli(shape, p: float, dtype: DType = float32) -> Tensor:
     return from_numpy(torch_generator_values(shape, dtype, lambda t: t.bernoulli_(p)))
 
 
+@register("_to_copy")
 class ToCopy(Function):
-    """t.to(dtype): a converted copy; its gradient goes back converted to t's dtype (by the engine)."""
+    """The Autograd kernel of "_to_copy"(x, dtype), torch's aten::_to_copy: a converted copy, whose gradient goes
+    back converted to x's dtype, by the same operator."""
     @staticmethod
     def forward(ctx, x, dtype):
-        return from_numpy(x.numpy().astype(dtype.numpy))
+        ctx.dtype = x.dtype
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, None
+        return dispatch("_to_copy", grad, ctx.dtype), None
+
+
+@register_kernel("_to_copy", DispatchKey.CPU)
+def _to_copy_cpu(x: Tensor, dtype: DType) -> Tensor:
+    return from_numpy(x.numpy().astype(dtype.numpy))
 
 
 @register_kernel("write", DispatchKey.CPU)
@@ -193,6 +209,8 @@ def _copy_cpu(t: Tensor, src) -> Tensor:
     return t._write(values, "copy_()")
 
 
+# "to" parses its arguments and copies only when something changes: a composite of "_to_copy", as torch's
+# aten::to is (TensorConversions.cpp). Its Autograd key falls through; "_to_copy" records the node.
 @register_kernel("to", DispatchKey.CPU)
 def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
     device, dtype = parse_to(*args, **kwargs)
@@ -200,7 +218,7 @@ def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
         raise NotImplementedError(f"picotorch cannot move a tensor from {t.device} to {device} yet")
     if dtype is None or dtype is t.dtype:
         return t
-    return ToCopy.apply(t, dtype)
+    return dispatch("_to_copy", t, dtype)
 
 
 @add_methods(Tensor)
@@ -1845,11 +1863,18 @@ compare.assert_raises(NotImplementedError, OUR_NN.Module(), "Module()(x) (a Modu
 # **Speed.** The training chapter runs thousands of `Linear` calls, so the
 # forward and backward must be cheap. Composing `x @ weight.mT + bias` makes
 # three graph nodes and a transpose; torch uses one fused kernel (`addmm`).
-# The cell gives one `Function`, `LinearFunction`: one graph node, whose
-# forward and backward are two operators of the dispatcher, `"linear"` and
-# `"linear_backward"` (torch has `aten::linear` and `aten::linear_backward`),
-# so that a later backend registers its own kernels for them. Write their CPU
-# kernels: `linear_cpu(x, weight, bias)` computes with NumPy
+#
+# **One operator.** `Linear` is one operator of the dispatcher, `"linear"`
+# (torch's `aten::linear`), and its backward another, `"linear_backward"`, so
+# that a later backend registers its own kernels for both. The cell gives the
+# `Function`, `LinearFunction`: one graph node, registered with chapter 02's
+# `@register("linear")` as the operator's `Autograd` kernel. So `forward(x)` is
+# one call, `dispatch("linear", x, self.weight, self.bias)`: when a tensor
+# requires grad, the dispatcher reaches `LinearFunction.apply`, which records
+# the node and redispatches below `Autograd` to the CPU kernel; otherwise it
+# reaches the CPU kernel directly.
+#
+# Write the CPU kernels: `linear_cpu(x, weight, bias)` computes with NumPy
 # (`x.numpy() @ weight.numpy().T + bias.numpy()`), and
 # `linear_backward_cpu(x, grad, weight, output_mask)` returns the three
 # gradients, also with NumPy: for `x` of shape `(*, in)` and `grad` of shape
@@ -1886,15 +1911,17 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0) -> Tensor:
     ### END SOLUTION
 
 
+@register("linear")
 class LinearFunction(Function):
-    """y = x @ weight.T + bias in one node. Its forward and backward are operators of the dispatcher, "linear" and
-    "linear_backward" (torch's aten::linear, aten::linear_backward): your CPU kernels below do the work."""
+    """The Autograd kernel of "linear": y = x @ weight.T + bias in one node. Its forward and backward are operators
+    of the dispatcher, "linear" and "linear_backward" (torch's aten::linear, aten::linear_backward): your CPU kernels
+    below do the work."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return dispatch("linear", x, weight, bias)
+        return redispatch("linear", DispatchKey.Autograd, x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
@@ -1966,7 +1993,7 @@ class Linear(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         ### BEGIN SOLUTION
-        return LinearFunction.apply(x, self.weight, self.bias)
+        return dispatch("linear", x, self.weight, self.bias)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
@@ -2863,18 +2890,25 @@ for_random_inputs(test_layernorms, 12)
 # `S + (embedding_dim,)`, row `weight[indices[...]]`. It is how a model turns
 # word ids into vectors.
 #
-# Picking rows is not one of chapter 02's operations, so write its `Function`,
-# `EmbeddingFunction`:
+# Picking rows is not one of chapter 02's operations: it is an operator of its
+# own, `"embedding"`, with its backward `"embedding_backward"` (torch's
+# `aten::embedding` and `aten::embedding_backward`), as `"linear"` is in
+# exercise 7. The cell gives `EmbeddingFunction`, the Autograd kernel of
+# `"embedding"`; write the two CPU kernels, with NumPy:
 #
-# - `forward(ctx, weight, indices, padding_idx)`: NumPy's fancy indexing
+# - `embedding_cpu(weight, indices, padding_idx)`: NumPy's fancy indexing
 #   (`weight.numpy()[indices.numpy()]`). Torch's errors: indices that are not
 #   integers (`RuntimeError`), an index outside `[0, num_embeddings)`
 #   (`IndexError("index out of range in self")`).
-# - `backward(ctx, grad)`: a row used several times gets the **sum** of their
-#   gradients — a scatter-add into zeros of the weight's shape
-#   (`np.add.at(out, indices, grad)`; plain `out[indices] += grad` keeps only
-#   one of the repeated rows). The row `padding_idx` gets no gradient at all.
-#   Indices and `padding_idx` get `None`.
+# - `embedding_backward_cpu(grad, indices, num_weights, padding_idx)`: the
+#   gradient of the weight, of shape `(num_weights, embedding_dim)`. A row used
+#   several times gets the **sum** of their gradients — a scatter-add into
+#   zeros (`np.add.at(out, indices, grad)`; plain `out[indices] += grad` keeps
+#   only one of the repeated rows). The row `padding_idx` gets no gradient at
+#   all.
+#
+# `forward(indices)` is then `dispatch("embedding", self.weight, indices,
+# self.padding_idx)`.
 #
 # `padding_idx` may be negative (`num_embeddings + padding_idx`, checked to be in
 # range with an `AssertionError` in `__init__`, as torch's `assert`); that row of
@@ -2882,36 +2916,50 @@ for_random_inputs(test_layernorms, 12)
 # `, padding_idx=0` when there is one.
 #
 # Real PyTorch: [`torch/nn/modules/sparse.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/sparse.py)
-# and `embedding_dense_backward` in [`aten/src/ATen/native/Embedding.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Embedding.cpp).
+# and `embedding`, `embedding_dense_backward` in [`aten/src/ATen/native/Embedding.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Embedding.cpp).
 
 # %% solution="ex_embedding" reference=true
+@register("embedding")
 class EmbeddingFunction(Function):
-    """weight[indices]: rows of the table; the backward scatter-adds into the rows that were used."""
+    """The Autograd kernel of "embedding": weight[indices] in one node, whose backward is "embedding_backward"."""
 
     @staticmethod
     def forward(ctx, weight, indices, padding_idx):
-        ### BEGIN SOLUTION
-        if indices.dtype is not int64:
-            raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                               f"Long, Int; but got {indices.dtype.name} instead")
-        idx = indices.numpy()
-        if idx.size and (idx.min() < 0 or idx.max() >= weight.shape[0]):
-            raise IndexError("index out of range in self")
-        ctx.shape, ctx.padding_idx = tuple(weight.shape), padding_idx
+        ctx.num_weights, ctx.padding_idx = weight.shape[0], padding_idx
         ctx.save_for_backward(indices)
-        return from_numpy(weight.numpy()[idx])
-        ### END SOLUTION
+        return redispatch("embedding", DispatchKey.Autograd, weight, indices, padding_idx)
 
     @staticmethod
     def backward(ctx, grad):
-        ### BEGIN SOLUTION
         (indices,) = ctx.saved_tensors
-        out = np.zeros(ctx.shape, grad.dtype.numpy)
-        np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, ctx.shape[1]))
-        if ctx.padding_idx is not None:
-            out[ctx.padding_idx] = 0
-        return from_numpy(out), None, None
-        ### END SOLUTION
+        return dispatch("embedding_backward", grad, indices, ctx.num_weights, ctx.padding_idx), None, None
+
+
+@register_kernel("embedding", DispatchKey.CPU)
+def embedding_cpu(weight: Tensor, indices: Tensor, padding_idx) -> Tensor:
+    """weight[indices]: rows of the table (padding_idx matters only to the backward)."""
+    ### BEGIN SOLUTION
+    if indices.dtype is not int64:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {indices.dtype.name} instead")
+    idx = indices.numpy()
+    if idx.size and (idx.min() < 0 or idx.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return from_numpy(weight.numpy()[idx])
+    ### END SOLUTION
+
+
+@register_kernel("embedding_backward", DispatchKey.CPU)
+def embedding_backward_cpu(grad: Tensor, indices: Tensor, num_weights: int, padding_idx) -> Tensor:
+    """The weight's gradient: each row the sum of the gradients of the places that used it; none for padding_idx."""
+    ### BEGIN SOLUTION
+    dim = grad.shape[-1]
+    out = np.zeros((num_weights, dim), grad.dtype.numpy)
+    np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, dim))
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return from_numpy(out)
+    ### END SOLUTION
 
 
 class Embedding(Module):
@@ -2940,7 +2988,7 @@ class Embedding(Module):
 
     def forward(self, indices: Tensor) -> Tensor:
         ### BEGIN SOLUTION
-        return EmbeddingFunction.apply(self.weight, indices, self.padding_idx)
+        return dispatch("embedding", self.weight, indices, self.padding_idx)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
@@ -3106,7 +3154,8 @@ __all__ = ["DEVICES", "TORCH_DTYPES", "device_name", "dtype_arg", "parse_to", "t
            "Parameter", "Module", "IncompatibleKeys", "size_text", "as_ours", "torch_state_dict", "RemovableHandle",
            "kaiming_uniform_", "LinearFunction", "linear_cpu", "linear_backward_cpu", "Linear", "ReLU", "Tanh",
            "Sigmoid", "Flatten", "Dropout",
-           "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "Embedding"]
+           "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "embedding_cpu",
+           "embedding_backward_cpu", "Embedding"]
 
 # %% [markdown]
 # ## Check your work

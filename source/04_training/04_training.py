@@ -96,8 +96,9 @@ import numpy as np
 import torch
 
 from course.datasets import load_digits
-from picotorch import (Function, Linear, Module, ReLU, Sequential, Tensor, enable_grad, from_numpy, from_torch,
-                       is_grad_enabled, no_grad)
+from picotorch import (DispatchKey, Function, Linear, Module, ReLU, Sequential, Tensor, dispatch, enable_grad,
+                       float32, from_numpy, from_torch, int64, is_grad_enabled, no_grad, redispatch, register,
+                       register_kernel, tensor, zeros)
 
 # %% [markdown]
 # The tests use a few helpers of their own, in the next cell: `ours(t)` makes
@@ -241,39 +242,57 @@ compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())
 # every exponent is $\le 0$ and the largest term is exactly 1: nothing
 # overflows, and nothing is lost. The tests use logits as large as ±10 000.
 #
-# **Fused backward.** Through chapter 02's operations, cross-entropy is a dozen
-# graph nodes. Its gradient, though, is one line: for one sample with target $y$,
+# **Fused kernels.** Through chapter 02's operations, log-softmax is half a
+# dozen graph nodes. Its gradient, though, is one line, and so is that of the
+# loss: torch makes each of them **one operator** with a kernel of its own and
+# a backward operator beside it, as chapter 03 did for `"linear"`:
 #
-# $$\frac{\partial\, \text{cross\_entropy}}{\partial z_j} = \text{softmax}(z)_j - [j = y]$$
+# | operator | its backward operator | torch's kernels |
+# |---|---|---|
+# | `"log_softmax"(x, dim)` | `"_log_softmax_backward_data"(grad, output, dim)` | `SoftMax.cpp` |
+# | `"softmax"(x, dim)` | `"_softmax_backward_data"(grad, output, dim)` | `SoftMax.cpp` |
+# | `"nll_loss"(log_probs, target, weight, reduction, ignore_index)` | `"nll_loss_backward"(grad, log_probs, target, weight, reduction, ignore_index)` | `LossNLL.cpp` |
 #
-# So torch computes it as one fused operation, and so will you: `Function`s
-# (chapter 02) whose `forward` and `backward` work on NumPy arrays (`x.numpy()`;
-# results back with `from_numpy`). Write:
+# The next cell (given) holds their `Function`s, registered with chapter 02's
+# `@register` as the operators' `Autograd` kernels: each forward redispatches
+# below `Autograd`, each backward calls the backward operator. Write the six CPU
+# kernels, with NumPy (`x.numpy()`; results back with `from_numpy`):
 #
-# - `LogSoftmax` and `log_softmax(input, dim=-1)`, any shape; the backward of
-#   $\text{out} = \text{log\_softmax}(z)$ is $g - e^{\text{out}} \sum_j g_j$, the
-#   sum along `dim`.
-# - `nll_loss(input, target, ...)`: `input` holds log-probabilities, of shape
-#   `(N, C)` (or `(C,)`, one sample, with a 0-dimensional `target`); `target`
-#   holds **class indices**, int64, shape `(N,)`. The loss of sample $i$ is
-#   $-\text{input}_{i, \text{target}_i}$. `NLLLossFunction.sample_weights`
-#   turns the gradient of the reduced loss into that of each sample's loss: both
-#   backward passes start from it.
-# - `cross_entropy(input, target, ...)`: `nll_loss(log_softmax(input))` in one
-#   `Function`, `CrossEntropy`, with the fused backward above.
+# - `log_softmax_cpu(x, dim)` and `softmax_cpu(x, dim)`, any shape, along `dim`
+#   (already checked to be in range, maybe negative), without overflow;
+# - their backward kernels, from the forward's `output`: for $\text{out} =
+#   \text{log\_softmax}(z)$ the gradient is $g - e^{\text{out}} \sum_j g_j$, and
+#   for $\text{out} = \text{softmax}(z)$ it is $\text{out}\,(g - \sum_j g_j\,
+#   \text{out}_j)$, the sums along `dim`;
+# - `nll_loss_cpu(log_probs, target, weight, reduction, ignore_index)`:
+#   `log_probs` of shape `(N, C)` (or `(C,)`, one sample, with a
+#   0-dimensional `target`); `target` holds **class indices**, int64, shape
+#   `(N,)`. The loss of sample $i$ is $-\text{log\_probs}_{i,
+#   \text{target}_i}$. (`weight`, torch's per-class weights, is always `None` in
+#   picotorch.)
+# - `nll_loss_backward_cpu(grad, ...)`: zeros of `log_probs`' shape, with each
+#   counted sample's gradient of the reduced loss, negated, at its target.
 #
-# Both losses take `reduction` and `ignore_index=-100`: samples whose target is
-# `ignore_index` count for nothing — their loss is 0, and `"mean"` divides by the
-# number of samples that **are** counted (torch gives `nan` when none is). A
-# target outside `[0, C)` that is not `ignore_index` is an `IndexError`:
-# `"Target 7 is out of bounds."`. The helper `class_targets` (given) checks the
-# shapes and gives you NumPy arrays to work on. Then `CrossEntropyLoss` and
-# `NLLLoss`, the module forms.
+# `reduction` and `ignore_index=-100`: samples whose target is `ignore_index`
+# count for nothing — their loss is 0, and `"mean"` divides by the number of
+# samples that **are** counted (torch gives `nan` when none is). A target
+# outside `[0, C)` that is not `ignore_index` is an `IndexError`: `"Target 7 is
+# out of bounds."`. The helper `class_targets` (given) checks the shapes and
+# gives you NumPy arrays to work on; `reduce_losses` reduces the losses.
+#
+# **Cross-entropy** is then no operator of its own: `cross_entropy(input,
+# target, ...)` is `nll_loss(log_softmax(input, class_dim), target, ...)`, with
+# the class dim 1 (0 for one sample of shape `(C,)`) — torch's
+# `cross_entropy_loss` is exactly this composite. Its gradient still comes out
+# fused: `nll_loss_backward` puts $-w_i$ at the target, and log-softmax's
+# backward turns it into $w_i\,(\text{softmax}(z) - [j = y])$. Then
+# `CrossEntropyLoss` and `NLLLoss`, the module forms.
 #
 # Real PyTorch: `log_softmax`, `nll_loss` and `cross_entropy` in
 # [`torch/nn/functional.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/functional.py);
 # the kernels in [`aten/src/ATen/native/SoftMax.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/SoftMax.cpp)
-# and [`LossNLL.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/LossNLL.cpp).
+# and [`LossNLL.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/LossNLL.cpp)
+# (`cross_entropy_loss` too).
 
 # %% reference=true
 def class_targets(input: Tensor, target: Tensor, ignore_index: int) -> tuple:
@@ -309,100 +328,142 @@ def reduce_losses(losses: np.ndarray, counted: np.ndarray, reduction: str, one_s
         return total / losses.dtype.type(counted.sum())
 
 
-# %% solution="ex_cross_entropy" reference=true
+# The Autograd kernels of the three operators: one graph node each; forward and backward are operator calls.
+@register("log_softmax")
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:
-        ### BEGIN SOLUTION
-        axis = dim % x.dim() if x.dim() else None
-        values = x.numpy()
-        shifted = values - values.max(axis=axis, keepdims=True)
-        out = from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))
-        ctx.axis = axis
+        out = redispatch("log_softmax", DispatchKey.Autograd, x, dim)
+        ctx.dim = dim
         ctx.save_for_backward(out)
         return out
-        ### END SOLUTION
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        ### BEGIN SOLUTION
         (out,) = ctx.saved_tensors
-        g = grad.numpy()
-        return from_numpy(g - np.exp(out.numpy()) * g.sum(axis=ctx.axis, keepdims=True)), None
-        ### END SOLUTION
+        return dispatch("_log_softmax_backward_data", grad, out, ctx.dim), None
 
 
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+@register("softmax")
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int) -> Tensor:
+        out = redispatch("softmax", DispatchKey.Autograd, x, dim)
+        ctx.dim = dim
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (out,) = ctx.saved_tensors
+        return dispatch("_softmax_backward_data", grad, out, ctx.dim), None
+
+
+@register("nll_loss")
+class NLLLossFunction(Function):
+    @staticmethod
+    def forward(ctx, log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+        ctx.save_for_backward(log_probs, target)
+        ctx.weight, ctx.reduction, ctx.ignore_index = weight, reduction, ignore_index
+        return redispatch("nll_loss", DispatchKey.Autograd, log_probs, target, weight, reduction, ignore_index)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        log_probs, target = ctx.saved_tensors
+        grad_input = dispatch("nll_loss_backward", grad, log_probs, target, ctx.weight, ctx.reduction,
+                              ctx.ignore_index)
+        return grad_input, None, None, None, None
+
+
+def _checked_dim(input: Tensor, dim: int) -> int:
     n = max(input.dim(), 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return LogSoftmax.apply(input, dim)
+    return dim
 
 
-class NLLLossFunction(Function):
-    @staticmethod
-    def forward(ctx, log_probs: Tensor, target: Tensor, reduction: str, ignore_index: int) -> Tensor:
-        ### BEGIN SOLUTION
-        scores, labels, counted = class_targets(log_probs, target, ignore_index)
-        losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
-        ctx.labels, ctx.counted, ctx.reduction, ctx.shape = labels, counted, reduction, tuple(log_probs.shape)
-        return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
-        ### END SOLUTION
-
-    @staticmethod
-    def sample_weights(ctx, grad: Tensor) -> np.ndarray:
-        """The backward of reduce_losses, from what forward saved in ctx: the gradient of each sample's loss (N,),
-        in NumPy, given grad, that of the reduced loss. CrossEntropy's backward needs the same."""
-        ### BEGIN SOLUTION
-        g = grad.numpy()
-        weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
-        if ctx.reduction == "mean":
-            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
-        return weight
-        ### END SOLUTION
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        ### BEGIN SOLUTION
-        weight = NLLLossFunction.sample_weights(ctx, grad)
-        out = np.zeros((len(ctx.labels), ctx.shape[-1]), weight.dtype)
-        out[np.arange(len(ctx.labels)), ctx.labels] = -weight
-        return from_numpy(out.reshape(ctx.shape)), None, None, None
-        ### END SOLUTION
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+    return dispatch("log_softmax", input, _checked_dim(input, dim))
 
 
-class CrossEntropy(Function):
-    @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, reduction: str, ignore_index: int) -> Tensor:
-        ### BEGIN SOLUTION
-        scores, labels, counted = class_targets(logits, target, ignore_index)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        losses = np.where(counted, -log_probs[np.arange(len(labels)), labels], scores.dtype.type(0))
-        ctx.log_probs, ctx.labels, ctx.counted, ctx.reduction = log_probs, labels, counted, reduction
-        ctx.shape = tuple(logits.shape)
-        return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, logits.dim() == 1), scores.dtype))
-        ### END SOLUTION
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        ### BEGIN SOLUTION
-        weight = NLLLossFunction.sample_weights(ctx, grad)
-        out = np.exp(ctx.log_probs)
-        out[np.arange(len(ctx.labels)), ctx.labels] -= 1
-        out *= weight[:, None]
-        return from_numpy(out.reshape(ctx.shape)), None, None, None
-        ### END SOLUTION
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
+    return dispatch("softmax", input, _checked_dim(input, dim))
 
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
     check_reduction(reduction)
-    return NLLLossFunction.apply(input, target, reduction, ignore_index)
+    return dispatch("nll_loss", input, target, None, reduction, ignore_index)
+
+
+# %% solution="ex_cross_entropy" reference=true
+def _axis(x: Tensor, dim: int):
+    """NumPy's axis for a dim of x (None for a 0-d x: NumPy reduces it whole)."""
+    return dim % x.dim() if x.dim() else None
+
+
+@register_kernel("log_softmax", DispatchKey.CPU)
+def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    ### BEGIN SOLUTION
+    axis, values = _axis(x, dim), x.numpy()
+    shifted = values - values.max(axis=axis, keepdims=True)
+    return from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))
+    ### END SOLUTION
+
+
+@register_kernel("_log_softmax_backward_data", DispatchKey.CPU)
+def log_softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    ### BEGIN SOLUTION
+    g = grad.numpy()
+    return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))
+    ### END SOLUTION
+
+
+@register_kernel("softmax", DispatchKey.CPU)
+def softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    ### BEGIN SOLUTION
+    axis, values = _axis(x, dim), x.numpy()
+    e = np.exp(values - values.max(axis=axis, keepdims=True))
+    return from_numpy(e / e.sum(axis=axis, keepdims=True))
+    ### END SOLUTION
+
+
+@register_kernel("_softmax_backward_data", DispatchKey.CPU)
+def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    ### BEGIN SOLUTION
+    g, out = grad.numpy(), output.numpy()
+    return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))
+    ### END SOLUTION
+
+
+@register_kernel("nll_loss", DispatchKey.CPU)
+def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    ### BEGIN SOLUTION
+    scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
+    return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
+    ### END SOLUTION
+
+
+@register_kernel("nll_loss_backward", DispatchKey.CPU)
+def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
+                          ignore_index: int) -> Tensor:
+    ### BEGIN SOLUTION
+    scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    g = grad.numpy()
+    sample = np.broadcast_to(g, labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    if reduction == "mean":
+        sample = sample / g.dtype.type(max(counted.sum(), 1))
+    out = np.zeros(scores.shape, sample.dtype)
+    out[np.arange(len(labels)), labels] = -sample
+    return from_numpy(out.reshape(tuple(log_probs.shape)))
+    ### END SOLUTION
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
-    check_reduction(reduction)
-    return CrossEntropy.apply(input, target, reduction, ignore_index)
+    ### BEGIN SOLUTION
+    class_dim = 0 if input.dim() == 1 else 1
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)
+    ### END SOLUTION
 
 
 class CrossEntropyLoss(Module):
@@ -439,6 +500,7 @@ def expect_finite_gradient(logits: torch.Tensor, target: torch.Tensor, what: str
 logits = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.1, 0.2, 0.3, 0.4], [-3.0, 4.0, 1.0, 2.0]])
 target = torch.tensor([0, 3, 1])
 expect_loss(lambda z: log_softmax(z, 1), lambda z: F.log_softmax(z, 1), [logits], "log_softmax(logits, 1)")
+expect_loss(lambda z: softmax(z, 1), lambda z: F.softmax(z, 1), [logits], "softmax(logits, 1)")
 for reduction in REDUCTIONS:
     expect_loss(lambda z, t: cross_entropy(z, t, reduction), lambda z, t: F.cross_entropy(z, t, reduction=reduction),
                 [logits, target], f"cross_entropy(logits, target, reduction={reduction!r}) for target {target.tolist()}")
@@ -448,11 +510,14 @@ extreme = torch.tensor([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4]])
 expect_loss(cross_entropy, F.cross_entropy, [extreme, torch.tensor([1, 2])],
             "cross_entropy(logits, target) for logits [[1e4, -1e4, 0], [-1e4, -1e4, 1e4]]")
 expect_finite_gradient(extreme, torch.tensor([1, 2]), "cross_entropy on logits of ±1e4")
+expect_loss(lambda z: softmax(z, 1), lambda z: F.softmax(z, 1), [extreme],
+            "softmax(logits, 1) for logits [[1e4, -1e4, 0], [-1e4, -1e4, 1e4]]")
 expect_loss(lambda z, t: cross_entropy(z, t), lambda z, t: F.cross_entropy(z, t), [logits, torch.tensor([0, -100, 1])],
             "cross_entropy(logits, target) with an ignored target [0, -100, 1]")
 compare.assert_raises(IndexError, cross_entropy, "cross_entropy(logits, target) with a target 4 for 4 classes",
                       ours(logits), ours(torch.tensor([0, 4, 1])))
 expect_loss(lambda z: log_softmax(z, 0), lambda z: F.log_softmax(z, 0), [logits], "log_softmax(logits, 0) (along dim 0)")
+expect_loss(lambda z: softmax(z, 0), lambda z: F.softmax(z, 0), [logits], "softmax(logits, 0) (along dim 0)")
 expect_loss(cross_entropy, F.cross_entropy, [logits[2], torch.tensor(1)],
             "cross_entropy(logits of shape (4,), target tensor(1)) (one sample: a 0-dimensional target)")
 expect_loss(cross_entropy, F.cross_entropy, [logits, torch.tensor([-100, -100, -100])],
@@ -509,6 +574,7 @@ def test_log_softmax(draw):  # along any dim of any shape
                            draw.choice([1.0, 1e4]))
     expect_loss(lambda p: log_softmax(p, dim), lambda p: F.log_softmax(p, dim), [z], f"log_softmax(x, {dim}) for x {describe(z)}",
                 draw)
+    expect_loss(lambda p: softmax(p, dim), lambda p: F.softmax(p, dim), [z], f"softmax(x, {dim}) for x {describe(z)}", draw)
 
 
 for_random_inputs(test_cross_entropy, 40)
@@ -885,13 +951,16 @@ for_random_inputs(test_optimizer, 12)
 # Each group uses **its own** hyper-parameters (`group["lr"]`, ...). A parameter
 # whose `.grad` is `None` is skipped: no update, no state.
 #
-# **Fast, and outside the graph.** An update is not part of the model's
+# **In place, and outside the graph.** An update is not part of the model's
 # computation, so it must not be recorded, and it must change the parameter
-# **in place** (the model holds that very tensor). Work on NumPy views:
-# `p.numpy()` is an array over the parameter's memory, so `param -= lr * grad`
-# on it updates the weight, with no graph and no Python loop over elements.
-# Keep the momentum buffer as one of your `Tensor`s (`from_numpy`), so that
-# `state_dict()` holds tensors as torch's does.
+# **in place** (the model holds that very tensor). Work inside `no_grad()` with
+# the tensors' in-place operators — `p.sub_(lr * grad)`, `buf.mul_(momentum)`,
+# `add_`, `div_`, `copy_` — as torch's `_single_tensor_sgd` does: each is an
+# operator of the dispatcher, so the same step runs on any device chapter 05
+# brings, and a dispatch mode sees it. Never change `p.grad` itself: `grad =
+# grad + ...` makes a new tensor, `grad += ...` would write into `.grad`.
+# The momentum buffer is a tensor of its own (`grad.clone()` on the first
+# step), so that `state_dict()` holds tensors as torch's does.
 #
 # `step(closure=None)`: a closure re-computes the loss (some optimizers, like
 # L-BFGS, need it several times); `call_closure` (given) runs it with grad mode on
@@ -928,28 +997,28 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = call_closure(closure)
         ### BEGIN SOLUTION
-        for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-                if maximize:
-                    grad = -grad
-                if weight_decay != 0:
-                    grad = grad + weight_decay * param
-                if momentum != 0:
-                    state = self.state[p]
-                    if state.get("momentum_buffer") is None:
-                        state["momentum_buffer"] = from_numpy(np.array(grad, copy=True))
-                        buf = state["momentum_buffer"].numpy()
-                    else:
-                        buf = state["momentum_buffer"].numpy()
-                        buf *= momentum
-                        buf += (1 - dampening) * grad
-                    grad = grad + momentum * buf if nesterov else buf
-                param -= lr * grad
+        with no_grad():
+            for group in self.param_groups:
+                lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+                weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    if maximize:
+                        grad = -grad
+                    if weight_decay != 0:
+                        grad = grad + weight_decay * p
+                    if momentum != 0:
+                        state = self.state[p]
+                        buf = state.get("momentum_buffer")
+                        if buf is None:
+                            buf = state["momentum_buffer"] = grad.clone()
+                        else:
+                            buf.mul_(momentum)
+                            buf.add_((1 - dampening) * grad)
+                        grad = grad + momentum * buf if nesterov else buf
+                    p.sub_(lr * grad)
         ### END SOLUTION
         return loss
 
@@ -1114,6 +1183,10 @@ for kw in [dict(lr=-0.1), dict(lr=0.1, momentum=-0.5), dict(lr=0.1, weight_decay
 # the decoupled decay (and a default `weight_decay` of 0.01): the class attribute
 # `decoupled_weight_decay` says which.
 #
+# Update in place with the tensors' operators inside `no_grad()`, as in `SGD`:
+# `m.add_(...)`, `v.mul_(beta2)`, `v.sqrt()`, and for `amsgrad`
+# `v_max.copy_(v_max.maximum(v))`; `state["step"].add_(1)` counts.
+#
 # Real PyTorch: [`torch/optim/adam.py`](https://github.com/pytorch/pytorch/blob/main/torch/optim/adam.py)
 # (`_single_tensor_adam`) and [`adamw.py`](https://github.com/pytorch/pytorch/blob/main/torch/optim/adamw.py);
 # the papers: Kingma & Ba (2015), Loshchilov & Hutter, *Decoupled Weight Decay
@@ -1141,40 +1214,40 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = call_closure(closure)
         ### BEGIN SOLUTION
-        for group in self.param_groups:
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-                state = self.state[p]
-                if not state:
-                    state["step"] = from_numpy(np.zeros((), np.float32))
-                    state["exp_avg"] = from_numpy(np.zeros_like(param))
-                    state["exp_avg_sq"] = from_numpy(np.zeros_like(param))
+        with no_grad():
+            for group in self.param_groups:
+                lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+                weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    state = self.state[p]
+                    if not state:
+                        state["step"] = tensor(0.0, dtype=float32)
+                        state["exp_avg"] = zeros(*p.shape, dtype=p.dtype)
+                        state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                        if amsgrad:
+                            state["max_exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                    if maximize:
+                        grad = -grad
+                    state["step"].add_(1)
+                    t = state["step"].item()
+                    if weight_decay != 0:
+                        if self.decoupled_weight_decay:
+                            p.mul_(1 - lr * weight_decay)
+                        else:
+                            grad = grad + weight_decay * p
+                    m, v = state["exp_avg"], state["exp_avg_sq"]
+                    m.add_((grad - m) * (1 - beta1))
+                    v.mul_(beta2)
+                    v.add_((1 - beta2) * grad * grad)
                     if amsgrad:
-                        state["max_exp_avg_sq"] = from_numpy(np.zeros_like(param))
-                if maximize:
-                    grad = -grad
-                counter = state["step"].numpy()
-                counter += 1
-                t = float(counter)
-                if weight_decay != 0:
-                    if self.decoupled_weight_decay:
-                        param *= 1 - lr * weight_decay
-                    else:
-                        grad = grad + weight_decay * param
-                m, v = state["exp_avg"].numpy(), state["exp_avg_sq"].numpy()
-                m += (grad - m) * (1 - beta1)
-                v *= beta2
-                v += (1 - beta2) * grad * grad
-                if amsgrad:
-                    v_max = state["max_exp_avg_sq"].numpy()
-                    np.maximum(v_max, v, out=v_max)
-                    v = v_max
-                denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
-                param -= (lr / (1 - beta1 ** t)) * m / denom
+                        v_max = state["max_exp_avg_sq"]
+                        v_max.copy_(v_max.maximum(v))
+                        v = v_max
+                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
+                    p.sub_((lr / (1 - beta1 ** t)) * m / denom)
         ### END SOLUTION
         return loss
 
@@ -2564,7 +2637,9 @@ assert seconds < 120, f"train_digits took {seconds:.0f} s; it should take a few 
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
 __all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_targets", "reduce_losses", "LogSoftmax",
-           "log_softmax", "NLLLossFunction", "CrossEntropy", "nll_loss", "cross_entropy", "CrossEntropyLoss",
+           "Softmax", "NLLLossFunction", "log_softmax", "softmax", "nll_loss", "log_softmax_cpu",
+           "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu", "nll_loss_backward_cpu",
+           "cross_entropy", "CrossEntropyLoss",
            "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",

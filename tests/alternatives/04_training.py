@@ -12,48 +12,48 @@ def _rewrite(exercise: str, *replacements: tuple[str, str]) -> str:
     return rewrite(solution("04_training", exercise), *replacements, what=f"alternative of {exercise}")
 
 
-_SGD_ON_A_COPY = _rewrite("ex_sgd", ("""        for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-                if maximize:
-                    grad = -grad
-                if weight_decay != 0:
-                    grad = grad + weight_decay * param
-                if momentum != 0:
-                    state = self.state[p]
-                    if state.get("momentum_buffer") is None:
-                        state["momentum_buffer"] = from_numpy(np.array(grad, copy=True))
-                        buf = state["momentum_buffer"].numpy()
-                    else:
-                        buf = state["momentum_buffer"].numpy()
-                        buf *= momentum
-                        buf += (1 - dampening) * grad
-                    grad = grad + momentum * buf if nesterov else buf
-                param -= lr * grad""", """        for group in self.param_groups:
-            for p in (q for q in group["params"] if q.grad is not None):
-                step = np.array(p.grad.numpy(), copy=True)  # a copy of our own: .grad stays as it was
-                if group["maximize"]:
-                    np.negative(step, out=step)
-                if group["weight_decay"]:
-                    step += group["weight_decay"] * p.numpy()
-                momentum = group["momentum"]
-                if momentum:
-                    buffer = self.state[p].get("momentum_buffer")
-                    if buffer is None:
-                        buffer = self.state[p]["momentum_buffer"] = from_numpy(step.copy())
-                    else:
-                        values = buffer.numpy()
-                        values *= momentum
-                        values += (1 - group["dampening"]) * step
-                    if group["nesterov"]:
-                        step += momentum * buffer.numpy()
-                    else:
-                        step = buffer.numpy()
-                p.numpy()[...] -= group["lr"] * step"""))
+_SGD_ON_A_COPY = _rewrite("ex_sgd", ("""        with no_grad():
+            for group in self.param_groups:
+                lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+                weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    if maximize:
+                        grad = -grad
+                    if weight_decay != 0:
+                        grad = grad + weight_decay * p
+                    if momentum != 0:
+                        state = self.state[p]
+                        buf = state.get("momentum_buffer")
+                        if buf is None:
+                            buf = state["momentum_buffer"] = grad.clone()
+                        else:
+                            buf.mul_(momentum)
+                            buf.add_((1 - dampening) * grad)
+                        grad = grad + momentum * buf if nesterov else buf
+                    p.sub_(lr * grad)""", """        with no_grad():
+            for group in self.param_groups:
+                for p in (q for q in group["params"] if q.grad is not None):
+                    step = p.grad.clone()  # a copy of our own: .grad stays as it was
+                    if group["maximize"]:
+                        step.mul_(-1)
+                    if group["weight_decay"]:
+                        step += group["weight_decay"] * p
+                    momentum = group["momentum"]
+                    if momentum:
+                        buffer = self.state[p].get("momentum_buffer")
+                        if buffer is None:
+                            buffer = self.state[p]["momentum_buffer"] = step.clone()
+                        else:
+                            buffer *= momentum
+                            buffer += (1 - group["dampening"]) * step
+                        if group["nesterov"]:
+                            step += momentum * buffer
+                        else:
+                            step = buffer
+                    p -= group["lr"] * step"""))
 
 _FIT_COUNTING_STALE_EPOCHS = '''
 def fit(model, optimizer, loss_fn, train_loader, val_loader, epochs: int, *, scheduler=None, checkpoint=None,
@@ -85,21 +85,21 @@ def fit(model, optimizer, loss_fn, train_loader, val_loader, epochs: int, *, sch
     return history
 '''
 
-_CROSS_ENTROPY_BY_LOGSUMEXP = _rewrite("ex_cross_entropy", ("""        scores, labels, counted = class_targets(logits, target, ignore_index)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))""",
-                                                           """        scores, labels, counted = class_targets(logits, target, ignore_index)
-        log_probs = scores - np.logaddexp.reduce(scores, axis=1, keepdims=True)  # log-sum-exp, one pair at a time"""),
-                                       ("""        out = np.exp(ctx.log_probs)
-        out[np.arange(len(ctx.labels)), ctx.labels] -= 1
-        out *= weight[:, None]""", """        one_hot = np.zeros_like(ctx.log_probs)
-        one_hot[np.arange(len(ctx.labels)), ctx.labels] = 1
-        out = (np.exp(ctx.log_probs) - one_hot) * weight[:, None]"""))
+_CROSS_ENTROPY_BY_LOGSUMEXP = _rewrite("ex_cross_entropy", ("""    axis, values = _axis(x, dim), x.numpy()
+    shifted = values - values.max(axis=axis, keepdims=True)
+    return from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))""", """    values = x.numpy()
+    # log-sum-exp, one pair at a time (a 0-d x: the reduction of one element is itself)
+    total = np.logaddexp.reduce(values, axis=_axis(x, dim), keepdims=True) if values.ndim else values
+    return from_numpy(values - total)"""), ("""    out = np.zeros(scores.shape, sample.dtype)
+    out[np.arange(len(labels)), labels] = -sample""", """    one_hot = np.eye(scores.shape[1], dtype=sample.dtype)[labels]
+    out = one_hot * -sample[:, None]"""), ("""    class_dim = 0 if input.dim() == 1 else 1
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)""",
+                                                            """    return nll_loss(log_softmax(input, min(input.dim() - 1, 1)), target, reduction, ignore_index)"""))
 
-_ADAM_AS_IN_THE_PAPER = _rewrite("ex_adam", ("""                denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
-                param -= (lr / (1 - beta1 ** t)) * m / denom""", """                m_hat = m / (1 - beta1 ** t)  # the bias-corrected averages of Kingma & Ba
-                v_hat = v / (1 - beta2 ** t)
-                param -= lr * m_hat / (np.sqrt(v_hat) + eps)"""))
+_ADAM_AS_IN_THE_PAPER = _rewrite("ex_adam", ("""                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
+                    p.sub_((lr / (1 - beta1 ** t)) * m / denom)""", """                    m_hat = m / (1 - beta1 ** t)  # the bias-corrected averages of Kingma & Ba
+                    v_hat = v / (1 - beta2 ** t)
+                    p.sub_(lr * m_hat / (v_hat.sqrt() + eps))"""))
 
 ALTERNATIVES = {
     "SGD on a copy of the gradient, a fit that counts the epochs since the best": {

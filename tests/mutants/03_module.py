@@ -279,6 +279,9 @@ MUTANTS = {
         "bias=False still makes a bias (of zeros)":
             _wrong("ex_linear", ('self.register_parameter("bias", None)',
                                  "self.bias = Parameter(zeros(out_features, dtype=dtype))")),
+        "forward calls the CPU kernel itself, past the dispatcher (no Autograd kernel: no gradient)":
+            _wrong("ex_linear", ('return dispatch("linear", x, self.weight, self.bias)',
+                                 "return linear_cpu(x, self.weight, self.bias)")),
         "the weight's gradient is wrong for inputs with more than one batch dim (x is not flattened)":
             _wrong("ex_linear", ("x2 = x.numpy().reshape(-1, x.shape[-1])", "x2 = x.numpy()")),
     },
@@ -366,10 +369,13 @@ MUTANTS = {
     },
     "ex_embedding": {
         "the backward assigns rows instead of adding them (a repeated index counts once)":
-            _wrong("ex_embedding", ("np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, ctx.shape[1]))",
-                                    "out[indices.numpy().reshape(-1)] = grad.numpy().reshape(-1, ctx.shape[1])")),
+            _wrong("ex_embedding", ("np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, dim))",
+                                    "out[indices.numpy().reshape(-1)] = grad.numpy().reshape(-1, dim)")),
         "the padding row gets a gradient":
-            _wrong("ex_embedding", ("            out[ctx.padding_idx] = 0", "            pass")),
+            _wrong("ex_embedding", ("        out[padding_idx] = 0", "        pass")),
+        "forward calls the CPU kernel itself, past the dispatcher (no Autograd kernel: no gradient)":
+            _wrong("ex_embedding", ('return dispatch("embedding", self.weight, indices, self.padding_idx)',
+                                    "return embedding_cpu(self.weight, indices, self.padding_idx)")),
         "the padding row is not zeroed at initialisation":
             _wrong("ex_embedding", ("self.weight[self.padding_idx].fill_(0)", "pass")),
         "a negative padding_idx is not wrapped":

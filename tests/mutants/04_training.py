@@ -16,8 +16,8 @@ def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
     return rewrite(solution("04_training", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
-_MEAN_DIVISION = """        if ctx.reduction == "mean":
-            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
+_MEAN_DIVISION = """    if reduction == "mean":
+        sample = sample / g.dtype.type(max(counted.sum(), 1))
 """
 _SAVE = """            if checkpoint is not None:
                 save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, checkpoint)
@@ -33,19 +33,31 @@ MUTANTS = {
             _wrong("ex_mse", ("return mse_loss(input, target, self.reduction)", "return mse_loss(input, target)")),
     },
     "ex_cross_entropy": {
+        "a log_softmax that overflows: the maximum is not subtracted":
+            _wrong("ex_cross_entropy", ("shifted = values - values.max(axis=axis, keepdims=True)", "shifted = values")),
         "a softmax that overflows: the maximum is not subtracted":
-            _wrong("ex_cross_entropy", ("shifted = values - values.max(axis=axis, keepdims=True)", "shifted = values"),
-                   ("shifted = scores - scores.max(axis=1, keepdims=True)", "shifted = scores")),
+            _wrong("ex_cross_entropy", ("e = np.exp(values - values.max(axis=axis, keepdims=True))", "e = np.exp(values)")),
         "the gradient of the mean forgets to divide by the number of samples":
             _wrong("ex_cross_entropy", (_MEAN_DIVISION, "")),
-        "the gradient is one-hot minus softmax (the sign flipped)":
-            _wrong("ex_cross_entropy", ("out *= weight[:, None]", "out *= -weight[:, None]")),
+        "nll_loss's gradient has its sign flipped (+1 at the target)":
+            _wrong("ex_cross_entropy", ("out[np.arange(len(labels)), labels] = -sample",
+                                        "out[np.arange(len(labels)), labels] = sample")),
         "log_softmax's backward passes the gradient through unchanged":
-            _wrong("ex_cross_entropy", ("return from_numpy(g - np.exp(out.numpy()) * g.sum(axis=ctx.axis, keepdims=True)), None",
-                                        "return from_numpy(g), None")),
+            _wrong("ex_cross_entropy", ("return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))",
+                                        "return from_numpy(g)")),
+        "softmax's backward forgets the sum term (out * g)":
+            _wrong("ex_cross_entropy", ("return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))",
+                                        "return from_numpy(out * g)")),
         "ignored targets still count in the loss":
-            _wrong("ex_cross_entropy", ("losses = np.where(counted, -log_probs[np.arange(len(labels)), labels], "
-                                        "scores.dtype.type(0))", "losses = -log_probs[np.arange(len(labels)), labels]")),
+            _wrong("ex_cross_entropy", ("losses = np.where(counted, -scores[np.arange(len(labels)), labels], "
+                                        "scores.dtype.type(0))", "losses = -scores[np.arange(len(labels)), labels]")),
+        "ignored targets still get a gradient (at class 0)":
+            _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * counted",
+                                        "sample = np.broadcast_to(g, labels.shape) * np.ones_like(counted)")),
+        "cross_entropy takes log_softmax along dim 1 even for one sample of shape (C,)":
+            _wrong("ex_cross_entropy", ("class_dim = 0 if input.dim() == 1 else 1", "class_dim = 1")),
+        "cross_entropy takes log_softmax along dim 0, across the batch":
+            _wrong("ex_cross_entropy", ("class_dim = 0 if input.dim() == 1 else 1", "class_dim = 0")),
     },
     "ex_optimizer": {
         "the defaults override what a group gives":
@@ -83,59 +95,58 @@ MUTANTS = {
     },
     "ex_sgd": {
         "weight decay applied after momentum":
-            _wrong("ex_sgd", ("""                if weight_decay != 0:
-                    grad = grad + weight_decay * param
-                if momentum != 0:""", """                if momentum != 0:"""),
-                   ("                param -= lr * grad", """                if weight_decay != 0:
-                    grad = grad + weight_decay * param
-                param -= lr * grad""")),
+            _wrong("ex_sgd", ("""                    if weight_decay != 0:
+                        grad = grad + weight_decay * p
+                    if momentum != 0:""", """                    if momentum != 0:"""),
+                   ("                    p.sub_(lr * grad)", """                    if weight_decay != 0:
+                        grad = grad + weight_decay * p
+                    p.sub_(lr * grad)""")),
         "dampening applied on the first step too":
-            _wrong("ex_sgd", ('state["momentum_buffer"] = from_numpy(np.array(grad, copy=True))',
-                              'state["momentum_buffer"] = from_numpy((1 - dampening) * grad)')),
+            _wrong("ex_sgd", ('buf = state["momentum_buffer"] = grad.clone()',
+                              'buf = state["momentum_buffer"] = (1 - dampening) * grad')),
         "Nesterov steps along the buffer alone":
             _wrong("ex_sgd", ("grad = grad + momentum * buf if nesterov else buf", "grad = buf")),
         "maximize is ignored":
-            _wrong("ex_sgd", ("""                if maximize:
-                    grad = -grad
+            _wrong("ex_sgd", ("""                    if maximize:
+                        grad = -grad
 """, "")),
         "every group uses the constructor's lr":
             _wrong("ex_sgd", ('lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]',
                               'lr, momentum, dampening = self.defaults["lr"], group["momentum"], group["dampening"]')),
         "weight decay is added into p.grad in place (torch leaves .grad as it was)":
-            _wrong("ex_sgd", ("grad = grad + weight_decay * param", "grad += weight_decay * param")),
+            _wrong("ex_sgd", ("grad = grad + weight_decay * p", "grad += weight_decay * p")),
         "the update is written to a copy, not to the parameter":
-            _wrong("ex_sgd", ("param -= lr * grad", "param = param - lr * grad")),
+            _wrong("ex_sgd", ("p.sub_(lr * grad)", "p = p - lr * grad")),
         "a parameter without .grad steps with a zero gradient (and gets a momentum buffer)":
-            _wrong("ex_sgd", ("""                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-""", """                param = p.numpy()
-                grad = np.zeros_like(param) if p.grad is None else p.grad.numpy()
+            _wrong("ex_sgd", ("""                    if p.grad is None:
+                        continue
+                    grad = p.grad
+""", """                    grad = zeros(*p.shape, dtype=p.dtype) if p.grad is None else p.grad
 """)),
     },
     "ex_adam": {
         "bias correction missing":
-            _wrong("ex_adam", ("denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps", "denom = np.sqrt(v) + eps"),
-                   ("param -= (lr / (1 - beta1 ** t)) * m / denom", "param -= lr * m / denom")),
+            _wrong("ex_adam", ("denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps", "denom = v.sqrt() + eps"),
+                   ("p.sub_((lr / (1 - beta1 ** t)) * m / denom)", "p.sub_(lr * m / denom)")),
         "AdamW adds its decay to the gradient, as Adam does":
             _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if False:")),
         "Adam decouples its decay, as AdamW does":
             _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if True:")),
         "Adam's weight decay is added into p.grad in place":
-            _wrong("ex_adam", ("grad = grad + weight_decay * param", "grad += weight_decay * param")),
+            _wrong("ex_adam", ("grad = grad + weight_decay * p", "grad += weight_decay * p")),
         "eps inside the square root":
-            _wrong("ex_adam", ("denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps",
-                               "denom = np.sqrt(v / (1 - beta2 ** t) + eps)")),
+            _wrong("ex_adam", ("denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps",
+                               "denom = (v / (1 - beta2 ** t) + eps).sqrt()")),
         "amsgrad keeps the maximum of the first moment":
-            _wrong("ex_adam", ("np.maximum(v_max, v, out=v_max)", "np.maximum(v_max, m, out=v_max)")),
+            _wrong("ex_adam", ("v_max.copy_(v_max.maximum(v))", "v_max.copy_(v_max.maximum(m))")),
         "beta1 and 1 - beta1 swapped in the first moment":
-            _wrong("ex_adam", ("m += (grad - m) * (1 - beta1)", "m += (grad - m) * beta1")),
+            _wrong("ex_adam", ("m.add_((grad - m) * (1 - beta1))", "m.add_((grad - m) * beta1)")),
         "maximize is ignored":
-            _wrong("ex_adam", ("""                if maximize:
-                    grad = -grad
+            _wrong("ex_adam", ("""                    if maximize:
+                        grad = -grad
 """, "")),
         "the step counter is an int64 tensor (torch's is float32)":
-            _wrong("ex_adam", ('state["step"] = from_numpy(np.zeros((), np.float32))', 'state["step"] = from_numpy(np.zeros((), np.int64))')),
+            _wrong("ex_adam", ('state["step"] = tensor(0.0, dtype=float32)', 'state["step"] = tensor(0, dtype=int64)')),
         "every group uses the constructor's betas":
             _wrong("ex_adam", ('lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]',
                                'lr, (beta1, beta2), eps = group["lr"], self.defaults["betas"], group["eps"]')),

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_methods, bool_, dispatch, empty, float32,
-                       float64, from_numpy, from_torch, int64, no_grad, ones, register_kernel, tensor, zeros)
+                       float64, from_numpy, from_torch, int64, no_grad, ones, redispatch, register, register_kernel,
+                       tensor, zeros)
 
 
 DEVICES = ["cpu"]  # the devices picotorch knows; chapter 05 adds "cuda"
@@ -70,15 +71,23 @@ def bernoulli(shape, p: float, dtype: DType = float32) -> Tensor:
     return from_numpy(torch_generator_values(shape, dtype, lambda t: t.bernoulli_(p)))
 
 
+@register("_to_copy")
 class ToCopy(Function):
-    """t.to(dtype): a converted copy; its gradient goes back converted to t's dtype (by the engine)."""
+    """The Autograd kernel of "_to_copy"(x, dtype), torch's aten::_to_copy: a converted copy, whose gradient goes
+    back converted to x's dtype, by the same operator."""
     @staticmethod
     def forward(ctx, x, dtype):
-        return from_numpy(x.numpy().astype(dtype.numpy))
+        ctx.dtype = x.dtype
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, None
+        return dispatch("_to_copy", grad, ctx.dtype), None
+
+
+@register_kernel("_to_copy", DispatchKey.CPU)
+def _to_copy_cpu(x: Tensor, dtype: DType) -> Tensor:
+    return from_numpy(x.numpy().astype(dtype.numpy))
 
 
 @register_kernel("write", DispatchKey.CPU)
@@ -94,6 +103,8 @@ def _copy_cpu(t: Tensor, src) -> Tensor:
     return t._write(values, "copy_()")
 
 
+# "to" parses its arguments and copies only when something changes: a composite of "_to_copy", as torch's
+# aten::to is (TensorConversions.cpp). Its Autograd key falls through; "_to_copy" records the node.
 @register_kernel("to", DispatchKey.CPU)
 def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
     device, dtype = parse_to(*args, **kwargs)
@@ -101,7 +112,7 @@ def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
         raise NotImplementedError(f"picotorch cannot move a tensor from {t.device} to {device} yet")
     if dtype is None or dtype is t.dtype:
         return t
-    return ToCopy.apply(t, dtype)
+    return dispatch("_to_copy", t, dtype)
 
 
 @add_methods(Tensor)
@@ -590,15 +601,17 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0) -> Tensor:
         return tensor.uniform_(-bound, bound)
 
 
+@register("linear")
 class LinearFunction(Function):
-    """y = x @ weight.T + bias in one node. Its forward and backward are operators of the dispatcher, "linear" and
-    "linear_backward" (torch's aten::linear, aten::linear_backward): your CPU kernels below do the work."""
+    """The Autograd kernel of "linear": y = x @ weight.T + bias in one node. Its forward and backward are operators
+    of the dispatcher, "linear" and "linear_backward" (torch's aten::linear, aten::linear_backward): your CPU kernels
+    below do the work."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return dispatch("linear", x, weight, bias)
+        return redispatch("linear", DispatchKey.Autograd, x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
@@ -661,7 +674,7 @@ class Linear(Module):
                 self.bias.uniform_(-bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        return LinearFunction.apply(x, self.weight, self.bias)
+        return dispatch("linear", x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -954,29 +967,43 @@ class BatchNorm1d(Module):
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
+@register("embedding")
 class EmbeddingFunction(Function):
-    """weight[indices]: rows of the table; the backward scatter-adds into the rows that were used."""
+    """The Autograd kernel of "embedding": weight[indices] in one node, whose backward is "embedding_backward"."""
 
     @staticmethod
     def forward(ctx, weight, indices, padding_idx):
-        if indices.dtype is not int64:
-            raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                               f"Long, Int; but got {indices.dtype.name} instead")
-        idx = indices.numpy()
-        if idx.size and (idx.min() < 0 or idx.max() >= weight.shape[0]):
-            raise IndexError("index out of range in self")
-        ctx.shape, ctx.padding_idx = tuple(weight.shape), padding_idx
+        ctx.num_weights, ctx.padding_idx = weight.shape[0], padding_idx
         ctx.save_for_backward(indices)
-        return from_numpy(weight.numpy()[idx])
+        return redispatch("embedding", DispatchKey.Autograd, weight, indices, padding_idx)
 
     @staticmethod
     def backward(ctx, grad):
         (indices,) = ctx.saved_tensors
-        out = np.zeros(ctx.shape, grad.dtype.numpy)
-        np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, ctx.shape[1]))
-        if ctx.padding_idx is not None:
-            out[ctx.padding_idx] = 0
-        return from_numpy(out), None, None
+        return dispatch("embedding_backward", grad, indices, ctx.num_weights, ctx.padding_idx), None, None
+
+
+@register_kernel("embedding", DispatchKey.CPU)
+def embedding_cpu(weight: Tensor, indices: Tensor, padding_idx) -> Tensor:
+    """weight[indices]: rows of the table (padding_idx matters only to the backward)."""
+    if indices.dtype is not int64:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {indices.dtype.name} instead")
+    idx = indices.numpy()
+    if idx.size and (idx.min() < 0 or idx.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return from_numpy(weight.numpy()[idx])
+
+
+@register_kernel("embedding_backward", DispatchKey.CPU)
+def embedding_backward_cpu(grad: Tensor, indices: Tensor, num_weights: int, padding_idx) -> Tensor:
+    """The weight's gradient: each row the sum of the gradients of the places that used it; none for padding_idx."""
+    dim = grad.shape[-1]
+    out = np.zeros((num_weights, dim), grad.dtype.numpy)
+    np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, dim))
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return from_numpy(out)
 
 
 class Embedding(Module):
@@ -1000,7 +1027,7 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, indices: Tensor) -> Tensor:
-        return EmbeddingFunction.apply(self.weight, indices, self.padding_idx)
+        return dispatch("embedding", self.weight, indices, self.padding_idx)
 
     def extra_repr(self) -> str:
         text = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -1014,4 +1041,5 @@ __all__ = ["DEVICES", "TORCH_DTYPES", "device_name", "dtype_arg", "parse_to", "t
            "Parameter", "Module", "IncompatibleKeys", "size_text", "as_ours", "torch_state_dict", "RemovableHandle",
            "kaiming_uniform_", "LinearFunction", "linear_cpu", "linear_backward_cpu", "Linear", "ReLU", "Tanh",
            "Sigmoid", "Flatten", "Dropout",
-           "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "Embedding"]
+           "Sequential", "ModuleList", "LayerNorm", "BatchNorm1d", "EmbeddingFunction", "embedding_cpu",
+           "embedding_backward_cpu", "Embedding"]

@@ -11,8 +11,9 @@ import numpy as np
 import torch
 
 from course.datasets import load_digits
-from picotorch import (Function, Linear, Module, ReLU, Sequential, Tensor, enable_grad, from_numpy, from_torch,
-                       is_grad_enabled, no_grad)
+from picotorch import (DispatchKey, Function, Linear, Module, ReLU, Sequential, Tensor, dispatch, enable_grad,
+                       float32, from_numpy, from_torch, int64, is_grad_enabled, no_grad, redispatch, register,
+                       register_kernel, tensor, zeros)
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -77,85 +78,127 @@ def reduce_losses(losses: np.ndarray, counted: np.ndarray, reduction: str, one_s
         return total / losses.dtype.type(counted.sum())
 
 
+# The Autograd kernels of the three operators: one graph node each; forward and backward are operator calls.
+@register("log_softmax")
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:
-        axis = dim % x.dim() if x.dim() else None
-        values = x.numpy()
-        shifted = values - values.max(axis=axis, keepdims=True)
-        out = from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))
-        ctx.axis = axis
+        out = redispatch("log_softmax", DispatchKey.Autograd, x, dim)
+        ctx.dim = dim
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (out,) = ctx.saved_tensors
-        g = grad.numpy()
-        return from_numpy(g - np.exp(out.numpy()) * g.sum(axis=ctx.axis, keepdims=True)), None
+        return dispatch("_log_softmax_backward_data", grad, out, ctx.dim), None
 
 
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+@register("softmax")
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int) -> Tensor:
+        out = redispatch("softmax", DispatchKey.Autograd, x, dim)
+        ctx.dim = dim
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (out,) = ctx.saved_tensors
+        return dispatch("_softmax_backward_data", grad, out, ctx.dim), None
+
+
+@register("nll_loss")
+class NLLLossFunction(Function):
+    @staticmethod
+    def forward(ctx, log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+        ctx.save_for_backward(log_probs, target)
+        ctx.weight, ctx.reduction, ctx.ignore_index = weight, reduction, ignore_index
+        return redispatch("nll_loss", DispatchKey.Autograd, log_probs, target, weight, reduction, ignore_index)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        log_probs, target = ctx.saved_tensors
+        grad_input = dispatch("nll_loss_backward", grad, log_probs, target, ctx.weight, ctx.reduction,
+                              ctx.ignore_index)
+        return grad_input, None, None, None, None
+
+
+def _checked_dim(input: Tensor, dim: int) -> int:
     n = max(input.dim(), 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return LogSoftmax.apply(input, dim)
+    return dim
 
 
-class NLLLossFunction(Function):
-    @staticmethod
-    def forward(ctx, log_probs: Tensor, target: Tensor, reduction: str, ignore_index: int) -> Tensor:
-        scores, labels, counted = class_targets(log_probs, target, ignore_index)
-        losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
-        ctx.labels, ctx.counted, ctx.reduction, ctx.shape = labels, counted, reduction, tuple(log_probs.shape)
-        return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
-
-    @staticmethod
-    def sample_weights(ctx, grad: Tensor) -> np.ndarray:
-        """The backward of reduce_losses, from what forward saved in ctx: the gradient of each sample's loss (N,),
-        in NumPy, given grad, that of the reduced loss. CrossEntropy's backward needs the same."""
-        g = grad.numpy()
-        weight = np.broadcast_to(g, ctx.labels.shape) * ctx.counted
-        if ctx.reduction == "mean":
-            weight = weight / g.dtype.type(max(ctx.counted.sum(), 1))
-        return weight
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        weight = NLLLossFunction.sample_weights(ctx, grad)
-        out = np.zeros((len(ctx.labels), ctx.shape[-1]), weight.dtype)
-        out[np.arange(len(ctx.labels)), ctx.labels] = -weight
-        return from_numpy(out.reshape(ctx.shape)), None, None, None
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+    return dispatch("log_softmax", input, _checked_dim(input, dim))
 
 
-class CrossEntropy(Function):
-    @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, reduction: str, ignore_index: int) -> Tensor:
-        scores, labels, counted = class_targets(logits, target, ignore_index)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        losses = np.where(counted, -log_probs[np.arange(len(labels)), labels], scores.dtype.type(0))
-        ctx.log_probs, ctx.labels, ctx.counted, ctx.reduction = log_probs, labels, counted, reduction
-        ctx.shape = tuple(logits.shape)
-        return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, logits.dim() == 1), scores.dtype))
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        weight = NLLLossFunction.sample_weights(ctx, grad)
-        out = np.exp(ctx.log_probs)
-        out[np.arange(len(ctx.labels)), ctx.labels] -= 1
-        out *= weight[:, None]
-        return from_numpy(out.reshape(ctx.shape)), None, None, None
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
+    return dispatch("softmax", input, _checked_dim(input, dim))
 
 
 def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
     check_reduction(reduction)
-    return NLLLossFunction.apply(input, target, reduction, ignore_index)
+    return dispatch("nll_loss", input, target, None, reduction, ignore_index)
+
+
+def _axis(x: Tensor, dim: int):
+    """NumPy's axis for a dim of x (None for a 0-d x: NumPy reduces it whole)."""
+    return dim % x.dim() if x.dim() else None
+
+
+@register_kernel("log_softmax", DispatchKey.CPU)
+def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    axis, values = _axis(x, dim), x.numpy()
+    shifted = values - values.max(axis=axis, keepdims=True)
+    return from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))
+
+
+@register_kernel("_log_softmax_backward_data", DispatchKey.CPU)
+def log_softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    g = grad.numpy()
+    return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))
+
+
+@register_kernel("softmax", DispatchKey.CPU)
+def softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    axis, values = _axis(x, dim), x.numpy()
+    e = np.exp(values - values.max(axis=axis, keepdims=True))
+    return from_numpy(e / e.sum(axis=axis, keepdims=True))
+
+
+@register_kernel("_softmax_backward_data", DispatchKey.CPU)
+def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    g, out = grad.numpy(), output.numpy()
+    return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))
+
+
+@register_kernel("nll_loss", DispatchKey.CPU)
+def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
+    return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
+
+
+@register_kernel("nll_loss_backward", DispatchKey.CPU)
+def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
+                          ignore_index: int) -> Tensor:
+    scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    g = grad.numpy()
+    sample = np.broadcast_to(g, labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    if reduction == "mean":
+        sample = sample / g.dtype.type(max(counted.sum(), 1))
+    out = np.zeros(scores.shape, sample.dtype)
+    out[np.arange(len(labels)), labels] = -sample
+    return from_numpy(out.reshape(tuple(log_probs.shape)))
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
-    check_reduction(reduction)
-    return CrossEntropy.apply(input, target, reduction, ignore_index)
+    class_dim = 0 if input.dim() == 1 else 1
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)
 
 
 class CrossEntropyLoss(Module):
@@ -292,28 +335,28 @@ class SGD(Optimizer):
 
     def step(self, closure=None):
         loss = call_closure(closure)
-        for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-                if maximize:
-                    grad = -grad
-                if weight_decay != 0:
-                    grad = grad + weight_decay * param
-                if momentum != 0:
-                    state = self.state[p]
-                    if state.get("momentum_buffer") is None:
-                        state["momentum_buffer"] = from_numpy(np.array(grad, copy=True))
-                        buf = state["momentum_buffer"].numpy()
-                    else:
-                        buf = state["momentum_buffer"].numpy()
-                        buf *= momentum
-                        buf += (1 - dampening) * grad
-                    grad = grad + momentum * buf if nesterov else buf
-                param -= lr * grad
+        with no_grad():
+            for group in self.param_groups:
+                lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+                weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    if maximize:
+                        grad = -grad
+                    if weight_decay != 0:
+                        grad = grad + weight_decay * p
+                    if momentum != 0:
+                        state = self.state[p]
+                        buf = state.get("momentum_buffer")
+                        if buf is None:
+                            buf = state["momentum_buffer"] = grad.clone()
+                        else:
+                            buf.mul_(momentum)
+                            buf.add_((1 - dampening) * grad)
+                        grad = grad + momentum * buf if nesterov else buf
+                    p.sub_(lr * grad)
         return loss
 
 
@@ -337,40 +380,40 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         loss = call_closure(closure)
-        for group in self.param_groups:
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                param, grad = p.numpy(), p.grad.numpy()
-                state = self.state[p]
-                if not state:
-                    state["step"] = from_numpy(np.zeros((), np.float32))
-                    state["exp_avg"] = from_numpy(np.zeros_like(param))
-                    state["exp_avg_sq"] = from_numpy(np.zeros_like(param))
+        with no_grad():
+            for group in self.param_groups:
+                lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+                weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad
+                    state = self.state[p]
+                    if not state:
+                        state["step"] = tensor(0.0, dtype=float32)
+                        state["exp_avg"] = zeros(*p.shape, dtype=p.dtype)
+                        state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                        if amsgrad:
+                            state["max_exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                    if maximize:
+                        grad = -grad
+                    state["step"].add_(1)
+                    t = state["step"].item()
+                    if weight_decay != 0:
+                        if self.decoupled_weight_decay:
+                            p.mul_(1 - lr * weight_decay)
+                        else:
+                            grad = grad + weight_decay * p
+                    m, v = state["exp_avg"], state["exp_avg_sq"]
+                    m.add_((grad - m) * (1 - beta1))
+                    v.mul_(beta2)
+                    v.add_((1 - beta2) * grad * grad)
                     if amsgrad:
-                        state["max_exp_avg_sq"] = from_numpy(np.zeros_like(param))
-                if maximize:
-                    grad = -grad
-                counter = state["step"].numpy()
-                counter += 1
-                t = float(counter)
-                if weight_decay != 0:
-                    if self.decoupled_weight_decay:
-                        param *= 1 - lr * weight_decay
-                    else:
-                        grad = grad + weight_decay * param
-                m, v = state["exp_avg"].numpy(), state["exp_avg_sq"].numpy()
-                m += (grad - m) * (1 - beta1)
-                v *= beta2
-                v += (1 - beta2) * grad * grad
-                if amsgrad:
-                    v_max = state["max_exp_avg_sq"].numpy()
-                    np.maximum(v_max, v, out=v_max)
-                    v = v_max
-                denom = np.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
-                param -= (lr / (1 - beta1 ** t)) * m / denom
+                        v_max = state["max_exp_avg_sq"]
+                        v_max.copy_(v_max.maximum(v))
+                        v = v_max
+                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
+                    p.sub_((lr / (1 - beta1 ** t)) * m / denom)
         return loss
 
 
@@ -674,7 +717,9 @@ def train_digits(seed: int = 0, epochs: int = 8, on_epoch=None) -> tuple:
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
 __all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_targets", "reduce_losses", "LogSoftmax",
-           "log_softmax", "NLLLossFunction", "CrossEntropy", "nll_loss", "cross_entropy", "CrossEntropyLoss",
+           "Softmax", "NLLLossFunction", "log_softmax", "softmax", "nll_loss", "log_softmax_cpu",
+           "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu", "nll_loss_backward_cpu",
+           "cross_entropy", "CrossEntropyLoss",
            "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
