@@ -90,8 +90,14 @@ class GraderPage(HubOAuthenticated, RequestHandler):
             links = []
             if graded:
                 links.append(f"<a href='{PREFIX}files/{chapter}/class.csv'>class table</a>")
-            if (work / "out" / "report" / f"{chapter}.html").is_file():
+            report = work / "out" / "report" / f"{chapter}.html"
+            if report.is_file():
                 links.append(f"<a href='{PREFIX}files/{chapter}/report'>class report</a>")
+                # The report's section of folder names that look alike (autograder/grade/report.py): said
+                # here too, so that the instructor opens it before handing grades on.
+                if "id='look-alike'" in report.read_text(encoding="utf-8", errors="replace"):
+                    links.append(f"<strong class='bad'><a href='{PREFIX}files/{chapter}/report#look-alike'>"
+                                 "names that look alike</a></strong>")
             buttons = "".join(
                 f"<td><form method='post' action='{PREFIX}'>{xsrf}<input type='hidden' name='chapter' "
                 f"value='{chapter}'><button name='action' value='{action}' data-chapter='{chapter}'>{label}"

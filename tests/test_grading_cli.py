@@ -109,7 +109,8 @@ def test_the_command_writes_grades_results_and_feedback(graded_class):
     tmp, four, _ = graded_class
     out = tmp / "four"
     header = list(csv.reader(open(out / "grades.csv")))[0]
-    assert header == ["student", "chapter", "score", "max_score", "ex_double", "ex_half", "ex_secret", "ex_gpu"]
+    assert header == ["student", "folder", "chapter", "score", "max_score", "ex_double", "ex_half", "ex_secret",
+                      "ex_gpu"]
     result = json.loads((out / "results" / "s01.json").read_text())
     assert result["score"] == 1 and {e["exercise"] for e in result["exercises"]} == {"ex_double", "ex_half",
                                                                                    "ex_secret", "ex_gpu"}

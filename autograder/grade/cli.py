@@ -4,7 +4,8 @@ A thin caller of `autograder.grade.grade_class` (grade/pipeline.py), which does 
 work; here are the options, the lines printed as it goes and the summary table.
 Writes, all through temporary files renamed into place (an interrupted run never
 leaves a half-written file):
-    DIR/grades.csv                       student, chapter, score, max_score, one column per exercise
+    DIR/grades.csv                       student (the id), folder (as handed in), chapter, score, max_score,
+                                         one column per exercise; no cell a spreadsheet reads as a formula
     DIR/results/<student>.json           every exercise's points and message, and the notes
     DIR/feedback/<student>/<chapter>.html  the page to hand back (no hidden test in it)
     DIR/gradebook.db                     nbgrader's gradebook (or --db URL): nbgrader export, formgrader

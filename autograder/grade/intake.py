@@ -16,7 +16,11 @@ submission: it is graded zero with a note saying what was found. Every entry of
 the submissions folder is either a submission or named in a warning. A folder
 name nbgrader cannot hold as a student id (a leading or trailing space, which it
 strips; a leading `.`; glob characters; ...) is graded under an id derived from
-it (`student_ids`), and the original name is kept for grades.csv.
+it (`student_ids`); grades.csv and the report keep the folder's name beside it,
+and the grading run says which names were changed and why (`renamed`). Names
+that a reader cannot tell apart (`look_alike_groups`: the same once normalised,
+zero-width characters dropped and confusable letters folded) are graded as the
+students they are and named before grading and in the report.
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ class Submission:
     problem: str | None = None  # why there is no notebook to grade
     timestamp: str | None = None
     folder: str = ""  # the student's folder as handed in (printable), for grades.csv and messages
+    renamed: str | None = None  # why the folder's name could not be the student id, when it could not
     notes: list[str] = field(default_factory=list)  # what intake noticed, for the student's results
 
     def __post_init__(self):
@@ -88,6 +93,8 @@ def id_problem(name: str) -> str | None:
         return "it holds * ? [ or ], which nbgrader reads as a file pattern"
     if any(c in "+,\\" for c in name):
         return "it holds + , or \\, which nbgrader's exchange and student lists use as separators"
+    if name.startswith(("=", "-", "@")):  # "+" and tab are refused above
+        return "it starts with = - or @, which a spreadsheet opening a CSV reads as the start of a formula"
     if len(name) > MAX_ID_CHARS or len(name.encode("utf-8")) > MAX_ID_BYTES:
         return f"it is longer than the {MAX_ID_CHARS} characters the gradebook holds"
     return None
@@ -118,6 +125,54 @@ def student_ids(names: list[str]) -> dict[str, str]:
         ids[name] = candidate
         taken.add(candidate)
     return ids
+
+
+# ------------------------------------------------------------------ names that look alike
+
+# Characters that show as nothing: two names that differ only by them look the same on every page.
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"))
+# Letters of other scripts that look like Latin ones, folded before comparing names. A small subset of
+# Unicode's confusables.txt (https://www.unicode.org/Public/security/latest/confusables.txt): the Cyrillic
+# and Greek letters that are drawn like a Latin letter in common fonts. Upper and lower case are folded
+# separately because some differ by case (Greek Eta is drawn like H, its small eta like n).
+_CONFUSABLE_PAIRS = {
+    # Cyrillic
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T",
+    "Х": "X", "У": "Y", "Ү": "Y", "Ѕ": "S", "І": "I", "Ј": "J", "Ԛ": "Q", "Ԝ": "W", "Ӏ": "l",
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ј": "j",
+    "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ү": "y", "ѵ": "v",
+    # Greek
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O",
+    "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    "α": "a", "γ": "y", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "υ": "u", "χ": "x", "ϲ": "c",
+    "ϳ": "j",
+    # Latin letters without their dot
+    "ı": "i", "ȷ": "j",
+}
+_CONFUSABLES = str.maketrans(_CONFUSABLE_PAIRS)
+
+
+def look_alike_key(name: str) -> str:
+    """What `name` looks like: NFKC (full-width letters, ligatures, NFC against NFD), invisible
+    characters dropped, confusable letters folded to Latin, case folded, white space collapsed.
+    Two names with the same key are hard or impossible to tell apart on a page."""
+    text = unicodedata.normalize("NFKC", name).translate(_INVISIBLE).translate(_CONFUSABLES)
+    text = unicodedata.normalize("NFKC", text.casefold())
+    return " ".join(text.split())
+
+
+def look_alike_groups(names: list[str]) -> list[list[str]]:
+    """The groups (two names or more, each sorted) of distinct `names` with the same look_alike_key."""
+    groups: dict[str, set[str]] = {}
+    for name in names:
+        groups.setdefault(look_alike_key(name), set()).add(name)
+    return sorted((sorted(g) for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def code_points(name: str, limit: int = 64) -> str:
+    """`name` as its exact code points, "U+006A U+006F ...": what tells look-alikes apart."""
+    points = " ".join(f"U+{ord(c):04X}" for c in name[:limit])
+    return points + (f" ... ({len(name)} in all)" if len(name) > limit else "")
 
 
 # ------------------------------------------------------------------ zips
@@ -519,10 +574,25 @@ def collect(folder: Path, chapter: str, notebook: str, warnings: list[str] | Non
     ids = student_ids([s.student for s in found])
     for s in found:
         s.folder = printable(s.student)
-        problem = id_problem(s.student)
-        if problem:
-            warnings.append(f"the student folder {s.folder!r} cannot be a student id in nbgrader's gradebook "
-                            f"({problem}): graded as {ids[s.student]!r}; grades.csv shows the folder's name")
-            s.notes.insert(0, f"your folder {s.folder!r} was graded under the id {ids[s.student]!r} ({problem})")
+        s.renamed = id_problem(s.student)
+        if s.renamed:  # the run names these on its output (renamed()); the student is told in their results
+            s.notes.insert(0, f"your folder {s.folder!r} was graded under the id {ids[s.student]!r} ({s.renamed})")
         s.student = ids[s.student]
     return found
+
+
+def renamed(submissions: list[Submission]) -> list[str]:
+    """One line per student folder graded under an id other than its name, saying why."""
+    return [f"the student folder {s.folder!r} cannot be a student id ({s.renamed}): graded as {s.student!r}"
+            for s in submissions if s.renamed]
+
+
+def look_alikes(submissions: list[Submission]) -> list[str]:
+    """Lines naming each group of student folders that look alike, with their code points and ids."""
+    by_folder = {s.folder: s for s in submissions}
+    lines = []
+    for group in look_alike_groups(list(by_folder)):
+        lines.append(f"names that look alike: {len(group)} student folders that differ only in invisible, "
+                     "confusable or differently encoded characters (each is graded as its own student):")
+        lines += [f"  {name!r} ({code_points(name)}): id {by_folder[name].student!r}" for name in group]
+    return lines

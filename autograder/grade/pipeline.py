@@ -11,7 +11,8 @@ server, bubblewrap), intake (grade/intake.py), grading on the local pool
 lets an interrupted run resume, and then the files, all through temporary files
 renamed into place (an interrupted run never leaves a half-written file):
 
-    OUT/grades.csv                       student, chapter, score, max_score, one column per exercise
+    OUT/grades.csv                       student (the id), folder (as handed in), chapter, score, max_score,
+                                         one column per exercise (grade/csv_cells.py: no cell is a formula)
     OUT/results/<student>.json           every exercise's points and message, and the notes
     OUT/feedback/<student>/<chapter>.html  the page to hand back (no hidden test in it)
     OUT/gradebook.db                     nbgrader's gradebook (or options.db): nbgrader export, formgrader
@@ -24,8 +25,6 @@ raised as `GradingInterrupted` once the results graded so far are recorded.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from autograder.chapters import REPO, Chapter, find
+from autograder.grade.csv_cells import csv_text
 
 __all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class", "shown",
            "write_atomic"]
@@ -87,6 +87,8 @@ class ClassResult:
     workers: int  # grader processes used (on a cluster: the workers that graded)
     worker_rss: dict  # {worker: peak RSS in KiB}
     warnings: list[str] = field(default_factory=list)  # what intake warned about
+    renamed: list[str] = field(default_factory=list)  # the folders graded under another id, and why
+    look_alikes: list[str] = field(default_factory=list)  # the folder names that look alike, as told
     report_paths: list[Path] = field(default_factory=list)  # empty when the report could not be written
     report_error: str | None = None  # why it could not, then
     seconds: float = 0.0  # from intake to the report
@@ -126,9 +128,10 @@ def grade_class(chapter: Chapter | str, submissions: Path | str, out: Path | str
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         todo, warnings = _intake(chapter, Path(submissions), Path(scratch), options)
+        told = _tell_names(todo, options)
         results, workers, worker_rss = _grade(chapter, todo, out, limits, options, repo)
     graded = ClassResult(chapter, out, results, options.db or f"sqlite:///{(out / 'gradebook.db').resolve()}",
-                         workers, worker_rss, warnings)
+                         workers, worker_rss, warnings, *told)
     _write(graded, options)
     graded.seconds = time.monotonic() - started
     return graded
@@ -172,6 +175,23 @@ def _intake(chapter: Chapter, where: Path, scratch: Path, options: GradeOptions)
     if not submissions:
         raise GradeError(f"no student folders found in {where}")
     return submissions, warnings
+
+
+def _tell_names(submissions, options: GradeOptions) -> tuple[list[str], list[str]]:
+    """(renamed, look-alikes): said on the run's output before grading, because a script or a person
+    joining grades.csv, results/ and the gradebook must know which folder became which id, and an
+    instructor reading the report cannot tell look-alike names apart unless told."""
+    from autograder.grade.intake import look_alikes, renamed
+    changed, alike = renamed(submissions), look_alikes(submissions)
+    if changed:
+        options.say(f"student ids: {len(changed)} folder name(s) cannot be nbgrader student ids and were changed; "
+                    "grades.csv, results/, feedback/, the gradebook and the report use the id, and grades.csv's "
+                    "`folder` column and the report show the name as it was:")
+        for line in changed:
+            options.say(f"  {shown(line)}")
+    for line in alike:
+        options.say(shown(line))
+    return changed, alike
 
 
 def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptions, repo: Path):
@@ -242,14 +262,12 @@ def _write(graded: ClassResult, options: GradeOptions) -> None:
 
 
 def grades_csv(results, chapter_id: str) -> str:
-    """One row per student folder, under the folder's own name (not the id it may have been
-    graded under: results/<id>.json holds both)."""
+    """One row per student folder: `student` is the id that results/, feedback/, the gradebook and
+    the report use, `folder` the folder's name as handed in (printable), so that a join on either works."""
     ids = [v.exercise for v in results[0].verdicts] if results else []
-    buffer = io.StringIO()
-    w = csv.writer(buffer)
-    w.writerow(["student", "chapter", "score", "max_score", *ids])
+    rows = []
     for r in results:
         points = {v.exercise: v.points for v in r.verdicts}
-        w.writerow([r.folder or r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}",
-                    *[f"{points.get(i, 0):g}" for i in ids]])
-    return buffer.getvalue()
+        rows.append([r.student, r.folder or r.student, chapter_id, f"{r.score:g}", f"{r.max_score:g}",
+                     *[f"{points.get(i, 0):g}" for i in ids]])
+    return csv_text(rows, ["student", "folder", "chapter", "score", "max_score", *ids])

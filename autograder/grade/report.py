@@ -11,15 +11,18 @@ verdicts, notes and grading time) and, where it holds the chapter, the gradebook
     DIR/report/CHAPTER-figures.csv   the same figures, one per row: figure, item, measure, value
     DIR/report/CHAPTER-canvas.csv    the grades in the layout of Canvas's gradebook import
 
+A student is named by the id that grades.csv, results/, feedback/ and the gradebook
+use; the page also shows the folder name each id came from where they differ, and
+the folder names that look alike (intake.look_alike_groups) with their code points.
+Both CSVs go through grade/csv_cells.py: no cell is a formula.
+
 Everything on the page comes from the verdicts the students' feedback pages are
 built from (never from the executed notebooks), so it shows no hidden test.
 """
 from __future__ import annotations
 
-import csv
 import datetime
 import html
-import io
 import json
 import math
 import re
@@ -29,6 +32,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.grade.csv_cells import csv_text
+from autograder.grade.intake import code_points, look_alike_groups
 from course.verdicts import ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, PASSED
 
 STATUSES = [PASSED, FAILED, ERROR, NOT_ATTEMPTED, NOT_RUN]
@@ -41,12 +46,17 @@ _TAMPERING = re.compile(r"could not be trusted|your code replaced|your code rebo
 _REPAIR = re.compile(r"appears more than once|pasted copy of the locked cell|is not part of this chapter|"
                      r"answer cell \S+ was deleted|was turned into a|test cell \S+ was (deleted|edited)")
 _NOT_GRADED = "not graded: "
+# intake's note to a student whose folder became another id: the page lists those in a section of their own
+# (_names_html), so it is no grading problem to look at.
+_RENAMED = re.compile(r"^your folder .* was graded under the id ", re.S)
 _SEED = re.compile(r"\s*\(random inputs, seed \d+:.*?to replay them\)", re.S)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?(e[-+]?\d+)?(?![\w])", re.I)
 KINDS = {"not graded": "the notebook could not be graded at all",
          "tampering": "code that changed the grader's tools or channel",
          "error": "the kernel died, a limit was reached, or the grader failed on a cell",
-         "repaired": "the notebook was repaired against the release before grading"}
+         "repaired": "the notebook was repaired against the release before grading",
+         "look-alike": "a folder name that looks like another student's (each was graded as its own student: "
+                       "check that they are different people)"}
 
 
 class ReportError(Exception):
@@ -65,6 +75,7 @@ class Student:
     display_name: str = ""
     gradebook_score: float | None = None
     look: list[tuple[str, str]] = field(default_factory=list)  # (kind, what)
+    folder: str = ""  # the folder as handed in (printable); the id `name` where nothing changed it
 
 
 @dataclass
@@ -75,6 +86,7 @@ class ClassReport:
     max_points: dict[str, float]
     manual: set[str]
     gradebook: str | None = None   # where the hand-graded points came from, if anywhere
+    look_alikes: list[list[Student]] = field(default_factory=list)  # students whose folder names look alike
 
     @property
     def auto_exercises(self) -> list[str]:
@@ -194,9 +206,26 @@ def build(chapter: str, results: list[dict], gradebook: dict[str, dict] | None =
         s = Student(r["student"], sum(float(v.get("points", 0)) for v in auto), float(r.get("max_score", 0)),
                     sum(float(v.get("max_points", 0)) for v in auto), float(r.get("seconds") or 0.0), verdicts,
                     list(r.get("notes", [])), name, row["score"] if row else None)
+        s.folder = str(r.get("folder") or r["student"])
         s.look = _needs_a_look(s)
         students.append(s)
-    return ClassReport(chapter, students, exercises, max_points, manual, gradebook_name if gradebook else None)
+    report = ClassReport(chapter, students, exercises, max_points, manual, gradebook_name if gradebook else None)
+    _mark_look_alikes(report)
+    return report
+
+
+def _mark_look_alikes(report: ClassReport) -> None:
+    """Group the students whose folder names look alike, and put each in "needs a look": two rows that
+    read the same may be one person submitting twice, or two people the instructor must not confuse."""
+    by_folder: dict[str, list[Student]] = defaultdict(list)
+    for s in report.students:
+        by_folder[s.folder].append(s)
+    for group in look_alike_groups(list(by_folder)):
+        members = [s for folder in group for s in by_folder[folder]]
+        report.look_alikes.append(members)
+        for s in members:
+            others = "; ".join(f"{o.folder!r} ({code_points(o.folder)}), id {o.name!r}" for o in members if o is not s)
+            s.look.append(("look-alike", f"the folder {s.folder!r} ({code_points(s.folder)}) looks like {others}"))
 
 
 def _needs_a_look(s: Student) -> list[tuple[str, str]]:
@@ -204,7 +233,7 @@ def _needs_a_look(s: Student) -> list[tuple[str, str]]:
     if any(v.get("message", "").startswith(_NOT_GRADED) for v in s.exercises):
         found += [("not graded", n) for n in s.notes] or [("not graded", "no verdicts")]
         return found
-    for note in s.notes:
+    for note in (n for n in s.notes if not _RENAMED.match(n)):
         kind = "tampering" if _TAMPERING.search(note) else "repaired" if _REPAIR.search(note) else "error"
         found.append((kind, note))
     for v in s.exercises:
@@ -293,11 +322,7 @@ def figures(report: ClassReport) -> list[tuple[str, str, str, str]]:
 
 
 def figures_csv(report: ClassReport) -> str:
-    buffer = io.StringIO()
-    w = csv.writer(buffer)
-    w.writerow(["figure", "item", "measure", "value"])
-    w.writerows(figures(report))
-    return buffer.getvalue()
+    return csv_text(figures(report), ["figure", "item", "measure", "value"])
 
 
 def canvas_csv(report: ClassReport) -> str:
@@ -308,14 +333,11 @@ def canvas_csv(report: ClassReport) -> str:
     named after an existing assignment is matched by name ("Title (canvas id)" also works); one that
     matches nothing becomes a new assignment. Scores include the points graded by hand when the
     gradebook has them."""
-    buffer = io.StringIO()
-    w = csv.writer(buffer)
-    w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", report.chapter])
-    w.writerow(["Points Possible", "", "", "", "", _fmt(report.total_max)])
+    rows = [["Points Possible", "", "", "", "", _fmt(report.total_max)]]
     for s in report.students:
         score = s.gradebook_score if s.gradebook_score is not None else s.score
-        w.writerow([s.display_name or s.name, "", "", s.name, "", _fmt(score)])
-    return buffer.getvalue()
+        rows.append([s.display_name or s.name, "", "", s.name, "", _fmt(score)])
+    return csv_text(rows, ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", report.chapter])
 
 
 # -- pictures (inline SVG: no script, no network) ---------------------------------------
@@ -441,7 +463,7 @@ def render(report: ClassReport, generated: str | None = None) -> str:
 
     look = [s for s in report.students if s.look]
     look_rows = "".join(
-        f"<tr><td><a href='../feedback/{_e(s.name)}/{_e(report.chapter)}.html'>{_e(s.name)}</a></td>"
+        f"<tr><td><a href='../feedback/{_e(s.name)}/{_e(report.chapter)}.html'>{_e(s.name)}</a>{_folder_note(s)}</td>"
         f"<td>{_fmt(s.score)}/{_fmt(report.auto_max)}</td>"
         f"<td>{_e(', '.join(sorted({k for k, _ in s.look}, key=list(KINDS).index)))}</td>"
         f"<td><ul>{''.join(f'<li>{_e(what[:400])}</li>' for _, what in s.look[:6])}</ul>"
@@ -511,8 +533,40 @@ and the random seed in a message may differ); at most five per exercise.</p>
 <h2 id="needs-a-look">Students who need a look</h2>
 <ul class="small">{kinds}</ul>
 {look_html}
+{_names_html(report)}
 </body></html>
 """
+
+
+def _folder_note(s: Student) -> str:
+    """The folder a student's id came from, where the id differs from it."""
+    return f"<br><small>folder <code>{_e(repr(s.folder))}</code></small>" if s.folder != s.name else ""
+
+
+def _names_html(report: ClassReport) -> str:
+    """The sections on names: the folder names that look alike (with their code points, the only way to
+    tell them apart on a page) and the folders graded under an id other than their name."""
+    parts = []
+    if report.look_alikes:
+        rows = "".join(
+            f"<tr><td><code>{_e(repr(s.folder))}</code></td><td><code>{_e(code_points(s.folder))}</code></td>"
+            f"<td>{_e(s.name)}</td><td>{_fmt(s.score)}/{_fmt(report.auto_max)}</td></tr>"
+            + ("<tr><td colspan='4'></td></tr>" if i == len(group) - 1 else "")
+            for group in report.look_alikes for i, s in enumerate(group))
+        parts.append("<h2 id='look-alike'>Names that look alike</h2><p>These student folders differ only in "
+                     "case, white space, invisible, confusable or differently encoded characters (one group "
+                     "per block). Each was "
+                     "graded as its own student, under the id shown: check that they are different people."
+                     f"</p><table><tr><th>folder</th><th>code points</th><th>id</th><th>score</th></tr>{rows}"
+                     "</table>")
+    renamed = [s for s in report.students if s.folder != s.name]
+    if renamed:
+        rows = "".join(f"<tr><td><code>{_e(repr(s.folder))}</code></td><td>{_e(s.name)}</td></tr>" for s in renamed)
+        parts.append("<h2 id='renamed'>Folders graded under another id</h2><p class='small'>Folder names that "
+                     "nbgrader's gradebook or a spreadsheet cannot take as they are; grades.csv, results/, "
+                     "feedback/, the gradebook and the Canvas CSV use the id.</p>"
+                     f"<table><tr><th>folder</th><th>id</th></tr>{rows}</table>")
+    return "\n".join(parts)
 
 
 # -- writing and the command -----------------------------------------------------------
