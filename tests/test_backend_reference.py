@@ -82,17 +82,24 @@ def test_cpu_operations_go_through_the_dispatcher_unchanged(pt, backend):
     want.backward()
     torch.testing.assert_close(ours.grad.to_torch(), theirs.grad)
     assert ours.device == backend.CPU and str(ours.device) == "cpu" and ours.device == "cpu"
-    assert ("add", "cpu") in backend.KERNEL_TABLE and ("matmul", "cuda") in backend.KERNEL_TABLE
+    # One dispatcher: chapter 05's kernels are rows of chapter 01's table, under the CUDA key.
+    cuda, cpu = pt.DispatchKey.CUDA.priority, pt.DispatchKey.CPU.priority
+    assert cpu in pt.OPS["add"].kernels and cuda in pt.OPS["add"].kernels and cuda in pt.OPS["matmul"].kernels
+    assert not hasattr(backend, "KERNEL_TABLE") and backend.dispatch is pt.ch01_tensor.dispatch
 
 
 def test_an_op_without_a_kernel_on_a_device_says_so(pt, backend):
     if not emulator_available():
         pytest.skip("no g++ here: the CUDA emulator cannot run")
     x = pt.from_torch(torch.randn(3)).to("emu")
-    with pytest.raises(NotImplementedError, match=r"'max'.*emu"):
+    with pytest.raises(NotImplementedError, match=r"'max'.*'CUDA'"):
         x.max()
     with pytest.raises(RuntimeError, match="same device"):
         x + pt.from_torch(torch.ones(3))
+    # a CPU scalar (a 0-dim CPU tensor) beside a device tensor is read as a number, as in torch
+    y = x * pt.from_torch(torch.tensor(2.0, dtype=torch.float64))
+    assert y.device == "emu" and y.dtype is pt.float32
+    torch.testing.assert_close(y.to_torch(), x.to_torch() * 2)
 
 
 def test_numpy_of_a_device_tensor_is_torchs_type_error(pt):

@@ -15,16 +15,17 @@
 # # Chapter 05 — Backend: a dispatcher and CUDA kernels of your own
 #
 # PyTorch is fast because `torch.add(x, y)` is not one function. It is a name
-# that the **dispatcher** looks up, by the device and dtype of the arguments, in
-# a table of **kernels**: one written for the CPU, one written for NVIDIA GPUs in
-# CUDA C, one for Apple GPUs... Your picotorch has only ever had the CPU kind
-# (NumPy). In this chapter you build the table, and a CUDA backend whose
-# kernels you write yourself:
+# that the **dispatcher** looks up, by the devices of the arguments, in a table
+# of **kernels**: one written for the CPU, one written for NVIDIA GPUs in CUDA
+# C, one for Apple GPUs... Your picotorch has the dispatcher (chapter 01) and
+# only the CPU kind of kernel (NumPy). In this chapter a device becomes one
+# more key of that dispatcher, with a CUDA backend whose kernels you write
+# yourself:
 #
 # | piece | in torch | you build it in |
 # |---|---|---|
 # | `Device`: `"cpu"`, `"cuda:0"` | `torch.device` (`c10/core/Device.h`) | exercise 1 |
-# | the dispatcher: (op, device) → kernel | `aten/src/ATen/core/dispatch/OperatorEntry.cpp` | exercise 2 |
+# | the `CUDA` key: a call's keys from its tensors' devices, the device check | `DispatchKeySet.h`, `RegisterCUDA.cpp` | exercise 2 |
 # | `Tensor.to(device)` | `aten/src/ATen/native/TensorConversions.cpp` | exercise 3 |
 # | launch geometry: grid and block from sizes | every `<<<grid, block>>>` in `aten/src/ATen/native/cuda` | exercise 4 |
 # | `fill`, elementwise kernels, over any strides, broadcasting | `Fill.cu`, `Loops.cuh`, `TensorIterator` | exercises 5–8 |
@@ -32,8 +33,7 @@
 # | `matmul`: naive, tiled, register-blocked | cuBLAS (which torch calls) | exercises 11–13 |
 # | row `softmax`, numerically stable | `SoftMax.cu` | exercise 14 |
 # | an MLP trained on the device with your kernels | — | exercise 15 |
-# | the key set of a call, and the kernel it runs | `DispatchKeySet.h`, `OperatorEntry.cpp` | exercise 16 |
-# | a mode that logs every operator | `TorchDispatchMode` | exercise 17 |
+# | a mode that logs every operator | `TorchDispatchMode` | exercise 16 |
 #
 # **Where your kernels run.** A kernel here is CUDA C, compiled and launched by
 # `course.cuda.Kernel`. Given tensors that live on a GPU (`torch.cuda` tensors),
@@ -59,7 +59,7 @@
 # `"cuda"`. Every exercise is graded here through the emulator; where a GPU is
 # present the tests run the same kernels on it and compare with `torch.cuda`.
 #
-# **Time:** about 9 hours — seventeen exercises, many of them CUDA kernels; exercise 13 is marked advanced.
+# **Time:** about 9 hours — sixteen exercises, many of them CUDA kernels; exercise 13 is marked advanced.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours; each is
 # followed by a test cell. Kernel exercises hold a CUDA C string with the two
@@ -79,7 +79,7 @@ import numpy as np
 import torch
 
 from course import Checker, compare, inputs
-from course.testing import describe, for_random_inputs, same_layout_copy
+from course.testing import call_yours, describe, for_random_inputs, same_layout_copy
 
 check = Checker("05_backend")
 
@@ -107,10 +107,9 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, fallthrough_keys, key_names,
-                       key_set, redispatch, register_device, register_fallback, register_fallthrough)
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, redispatch,
+                       register_device, register_fallback, register_kernel)
 from picotorch import parse_to as _ch03_parse_to
-from picotorch import register_kernel as register_key_kernel
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
 
@@ -311,9 +310,11 @@ compare.assert_equal(Device("cpu") == "not a device", False, "Device('cpu') == '
 #   CUDA backend reach through the emulator.
 #
 # Everything that only looks at the layout — `view`, `transpose`, `expand`,
-# indexing — works unchanged on such a tensor. What touches values through
-# NumPy does not: `t.numpy()` on a device tensor is torch's `TypeError`, and
-# every operation must go through the dispatcher to a kernel of that device.
+# indexing — works unchanged on such a tensor: the cell registers chapter 01's
+# kernels of these operators for the `CUDA` key too (`VIEWS`). What touches
+# values through NumPy does not: `t.numpy()` on a device tensor is torch's
+# `TypeError`, and every operation must go through the dispatcher to a kernel
+# of that device.
 #
 # The cell also gives `t.device` (a `Device` now: for CPU tensors through
 # chapter 01's hook `register_device("cpu", CPU)`), `t.to_torch()` (a torch view
@@ -347,7 +348,6 @@ def torch_device(device) -> torch.device:
 
 class DeviceStorage:
     """A flat, typed buffer on a device, in memory owned by `owner`: a 1-D torch tensor on that device."""
-    dispatch_keys = DispatchKey.CUDA.bit  # its tensors' calls go to the CUDA kernels (the emulator runs them too)
 
     def __init__(self, owner: torch.Tensor, device: Device):
         if owner.dim() != 1 or not owner.is_contiguous():
@@ -355,6 +355,8 @@ class DeviceStorage:
         self.owner = owner
         self.dtype = DTYPE_OF_TORCH[owner.dtype]
         self.device = device
+        # The key set its tensors bring to every call (chapter 01's dispatch reads it): exercise 2's device_keys.
+        self.dispatch_keys = device_keys(device)
 
     def __len__(self) -> int:
         return self.owner.numel()
@@ -397,6 +399,18 @@ def empty_on(shape, dtype, device) -> Tensor:
 if CPU is not None:
     register_device("cpu", CPU)  # chapter 01's storages are on the CPU device, now a Device (chapter 01's hook)
 
+VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
+         "as_strided", "flatten", "broadcast_to")
+
+
+def cpu_kernel(op: str):
+    """Chapter 01's (or 02's) kernel of `op` for the CPU key, from the dispatcher's table."""
+    return OPS[op].kernels[DispatchKey.CPU.priority]
+
+
+for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
+    register_kernel(_op, DispatchKey.CUDA)(cpu_kernel(_op))
+
 
 @add_methods(Tensor)
 class OnDevices:
@@ -421,81 +435,77 @@ def parse_to(*args, **kwargs) -> tuple:
 
 
 # %% [markdown]
-# ## Exercise 2 — the dispatcher
+# ## Exercise 2 — the `CUDA` key: a call's keys from its tensors' devices
 #
-# The dispatcher is a table: for each **op** (`"add"`, `"sum"`, `"matmul"`...)
-# and each **backend**, the function that does the work on that backend's
-# memory — its kernel. Calling an op looks at the arguments, finds their device,
-# and calls the kernel registered for (op, that device's backend):
+# Chapter 01's dispatcher already chooses a kernel per call: the call's **key
+# set** is the keys its tensors bring (each storage's `dispatch_keys`), plus
+# the thread's; the highest key with a kernel runs. A device needs nothing
+# more than that. A tensor on a device brings the key `CUDA`, and each
+# operator's row in chapter 01's table gets a kernel for `CUDA`, which
+# launches CUDA C:
 #
-# ```python
-# @register_kernel("add", "cpu")
-# def add_cpu(a, b): ...          # NumPy
-#
-# @register_kernel("add", "cuda")
-# def add_cuda(a, b): ...         # launches a CUDA kernel
-#
-# dispatch("add", x, y)           # x, y on "emu" -> add_cuda(x, y)
 # ```
-#
-# The backend of a device is `DISPATCH_KEY[device.type]` (given): `"cpu"` for
-# the CPU, `"cuda"` for `"cuda"` **and for `"emu"`** — the emulator runs the
-# CUDA backend's kernels; that is the whole point of it.
+# z = x + y            x, y on "emu", x requires grad
+#   key set {Autograd, CUDA}
+#   Autograd           chapter 02's Add.apply: records the node, redispatches below itself
+#   CUDA               the CUDA kernel of "add": the device check, then your kernel (exercise 8)
+# ```
 #
 # Write:
 #
-# - `register_kernel(op, *backends)`: a decorator that puts the function in
-#   `KERNEL_TABLE[(op, backend)]` for each backend, and returns it unchanged;
-# - `device_of(*args)`: the device of the **tensor** arguments (others, such as
-#   numbers, dims or op names, do not count): `CPU` when there is none, and
-#   torch's `RuntimeError` when they are on two different devices —
+# - `device_keys(device)`: the key set (a bit mask, `key.bit`) that a storage
+#   on `device` (a `Device` or a string) gives its tensors: `{CPU}` on
+#   `"cpu"`, `{CUDA}` on `"cuda"` **and on `"emu"`** (the emulator runs the
+#   CUDA backend's kernels; that is the whole point of it). The given
+#   `DeviceStorage` takes its `dispatch_keys` from it.
+# - `common_device(*args)`: the device a call computes on: the one device of
+#   its **tensor** arguments (numbers, dims, names do not count), `CPU` when
+#   there is none. Tensors on two devices are torch's `RuntimeError`:
 #   `"Expected all tensors to be on the same device, but found at least two
-#   devices, emu and cpu!"`;
-# - `dispatch(op, *args, **kwargs)`: call the kernel of (op, the backend of
-#   `device_of(*args)`) with all the arguments, and return what it returns. An
-#   op with no kernel on that backend is a `NotImplementedError` — torch's
-#   words are `"Could not run 'aten::max' with arguments from the 'CUDA'
-#   backend"` — that names the op and the device.
+#   devices, emu and cpu!"`. One exception, as in torch: a **CPU scalar** (a
+#   0-dim tensor on the CPU) may join tensors on a device; a kernel reads it as
+#   a number (`x.cuda() * torch.tensor(2.0)` works in torch). A 0-dim tensor on
+#   a device is no exception.
+# - `register_cuda_kernel(op)`: a decorator that registers, for
+#   `DispatchKey.CUDA` in chapter 01's dispatcher (`register_kernel(op,
+#   DispatchKey.CUDA)`), a kernel that first checks the devices
+#   (`common_device(*args)`) and then calls the decorated function with all the
+#   arguments; it returns the function unchanged.
 #
-# Then the given cell after the tests fills your table with chapter 01's CPU
-# kernels (taken from chapter 01's dispatcher) and the layout-only ones for
-# both backends, and registers, for the `CUDA` key of chapter 01's dispatcher,
-# a kernel per operator that calls your `dispatch`. From then on, every
-# operation on a device tensor goes down chapter 01's keys (`Autograd`, then
-# `CUDA`) to your dispatcher, which checks the devices and picks the CUDA
-# kernel.
+# Why the check sits in the CUDA kernel: `x_cpu + x_emu` has the key set
+# `{CUDA, CPU}`, so the CUDA kernel runs, and its check refuses the call.
+# Torch does the same: the code generated from `native_functions.yaml`
+# (`RegisterCUDA.cpp`, in the build tree) registers a small wrapper per CUDA
+# kernel that checks the devices (`check_and_update_common_device`) before the
+# kernel runs; the elementwise kernels let CPU scalars through instead
+# (`TensorIterator`). An operator marked `device_check: NoCheck`, such as
+# `copy_`, has no such check: copying between devices is its job.
 #
-# Real PyTorch: [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h),
-# `computeDispatchKey` in [`c10/core/TensorOptions.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/TensorOptions.h),
-# and the CUDA kernels' registration: code generated from
-# [`native_functions.yaml`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/native_functions.yaml)
-# (`RegisterCUDA.cpp`, in the build tree) registers each operator's CUDA kernel
-# for the `CUDA` key; many of those kernels then call a `DispatchStub`, filled by
-# `REGISTER_DISPATCH` in a `.cu` file — a second, smaller level of dispatch.
+# Real PyTorch: [`c10/core/DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h)
+# (a tensor's keys), [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h),
+# [`aten/src/ATen/core/op_registration/adaption.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/op_registration/adaption.h)
+# (the device check), and [`native_functions.yaml`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/native_functions.yaml),
+# from which `RegisterCUDA.cpp` is generated.
 
 # %% solution="ex_dispatch" reference=true
-DISPATCH_KEY = {"cpu": "cpu", "cuda": "cuda", "emu": "cuda"}  # device type -> the backend whose kernels it runs
-KERNEL_TABLE = {}  # (op, backend) -> kernel
-
-
-def register_kernel(op: str, *backends: str):
-    """Decorator: the function is the kernel of `op` on each of `backends`."""
+def device_keys(device) -> int:
+    """The key set that a storage on `device` gives its tensors."""
     ### BEGIN SOLUTION
-    def put(kernel):
-        for backend in backends:
-            KERNEL_TABLE[(op, backend)] = kernel
-        return kernel
-    return put
+    kind = Device(device).type
+    return DispatchKey.CPU.bit if kind == "cpu" else DispatchKey.CUDA.bit  # "cuda", and "emu": the CUDA kernels
     ### END SOLUTION
 
 
-def device_of(*args) -> Device:
-    """The one device of the tensor arguments; CPU when there is no tensor."""
+def common_device(*args) -> Device:
+    """The one device of the tensor arguments, where a CPU scalar beside tensors on a device does not count; CPU
+    when there is no tensor."""
     ### BEGIN SOLUTION
     found = None
     for a in args:
         if isinstance(a, Tensor):
             d = a.device
+            if d == CPU and a.dim() == 0:
+                continue  # a CPU scalar: read as a number by any device's kernel
             if found is None:
                 found = d
             elif d != found:
@@ -505,30 +515,35 @@ def device_of(*args) -> Device:
     ### END SOLUTION
 
 
-def dispatch(op: str, *args, **kwargs):
-    """Run `op` with the kernel registered for the backend of the arguments' device."""
+def register_cuda_kernel(op: str):
+    """Decorator: the function, after the device check, is `op`'s kernel for the CUDA key."""
     ### BEGIN SOLUTION
-    device = device_of(*args)
-    backend = DISPATCH_KEY[device.type]
-    kernel = KERNEL_TABLE.get((op, backend))
-    if kernel is None:
-        raise NotImplementedError(f"Could not run '{op}' with arguments from the '{backend}' backend (tensors on "
-                                  f"{device}): picotorch has no {backend} kernel for {op!r}")
-    return kernel(*args, **kwargs)
+    def put(kernel):
+        def checked(*args, **kwargs):
+            common_device(*args)
+            return kernel(*args, **kwargs)
+        register_kernel(op, DispatchKey.CUDA)(checked)
+        return kernel
+    return put
     ### END SOLUTION
 
 
 # %% tests="ex_dispatch" points=3
+import itertools
+
 GPU = gpu_available()
 DEVICE_CHOICES = ["cpu", "emu", "emu:0"] + (["cuda:0"] if GPU else [])  # "emu" and "emu:0" differ, as in torch
 
 
 def tensor_on(device: str, values=(1.0, 2.0)) -> Tensor:
-    """A picotorch tensor on `device` (a real one: "emu" memory is CPU memory; "cuda" only with a GPU)."""
+    """A picotorch tensor on `device` (a real one: "emu" memory is CPU memory; "cuda" only with a GPU); a 0-dim
+    one for a single number."""
     t = torch.tensor(values)
     if device.startswith("cuda"):
         t = t.to(device)
-    return Tensor(DeviceStorage(t, Device(device)), (len(values),), (1,), 0) if device != "cpu" else from_torch(t)
+    if device == "cpu":
+        return from_torch(t)
+    return Tensor(DeviceStorage(t.reshape(-1), Device(device)), tuple(t.shape), t.stride(), 0)
 
 
 class KernelFailure:
@@ -549,150 +564,185 @@ class KernelFailure:
 
 
 launching = KernelFailure
+SCRATCH_OPS = itertools.count()  # fresh operators: a replayed input registers its own
 
 
-def expect_dispatch(op, args, backend, what, kwargs=None):
-    calls = []
+def scratch_op(kernel) -> str:
+    """A fresh operator whose CUDA kernel is `kernel`, registered with your register_cuda_kernel."""
+    op = f"scratch_op_{next(SCRATCH_OPS)}"
+    returned = register_cuda_kernel(op)(kernel)
+    assert returned is kernel, f"register_cuda_kernel({op!r})(kernel) must return the kernel itself, unchanged"
+    return op
 
-    def kernel(*a, **k):
-        calls.append((a, k))
-        return f"{op} on {backend}"
 
-    saved = dict(KERNEL_TABLE)
+def torch_twin(t: Tensor) -> torch.Tensor:
+    """t's stand-in in torch, for its device rules: a CPU tensor stays one, a tensor of another device is on torch's
+    "meta" device (a device that is not the CPU, on every machine)."""
+    return t.to_torch() if t.device == CPU else torch.empty(t.shape, device="meta")
+
+
+def torch_device_rule(tensors):
+    """What torch says of a call with tensors on these devices: ("ok", index of the tensor whose device it
+    computes on, or None for the CPU) or ("error", None). The elementwise add (addcmul for three) is the call."""
+    twins = [torch_twin(t) for t in tensors]
+    call = {1: torch.neg, 2: torch.add, 3: torch.addcmul}[len(twins)]
+    metas = [i for i, t in enumerate(tensors) if t.device != CPU]
+    if len({str(tensors[i].device) for i in metas}) > 1:
+        return "error", None  # two devices that are not the CPU: torch has one "meta" to stand for both
     try:
-        KERNEL_TABLE.clear()
-        got_kernel = register_kernel(op, backend)(kernel)
-        assert got_kernel is kernel, "register_kernel(...) must return the function it decorates, unchanged"
-        with launching(what):
-            result = dispatch(op, *args, **(kwargs or {}))
+        out = call(*twins)
+    except RuntimeError:
+        return "error", None
+    return "ok", (metas[0] if out.device.type == "meta" else None)
+
+
+def expect_common_device(args, what):
+    """common_device(*args) against torch's rule for the same devices and dims, and the same call through
+    chapter 01's dispatch to a CUDA kernel registered by register_cuda_kernel."""
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    outcome, index = torch_device_rule(tensors) if tensors else ("ok", None)
+    calls = []
+    op = scratch_op(lambda *a, **k: calls.append((a, k)) or "the kernel's result")
+    try:
+        if outcome == "error":
+            compare.assert_raises(RuntimeError, common_device, f"common_device{what} (torch refuses it)", *args)
+            if any(t.device != CPU for t in tensors):
+                compare.assert_raises(RuntimeError, dispatch, f"dispatch('{op}', {what[1:-1]}) to a CUDA kernel "
+                                                              "registered by register_cuda_kernel (torch refuses it)",
+                                      op, *args, keepdim=True)
+            return
+        want = CPU if index is None else tensors[index].device
+        got = call_yours(f"common_device{what} (torch computes on {want})", common_device, *args)
+        compare.assert_equal(got, want, f"common_device{what}")
+        if want != CPU:
+            with launching(f"dispatch('{op}', {what[1:-1]})"):
+                result = dispatch(op, *args, keepdim=True)
+            compare.assert_equal(result, "the kernel's result", f"dispatch('{op}', {what[1:-1]}): what it returns "
+                                                                "(the result of the kernel you registered)")
+            same = len(calls) == 1 and len(calls[0][0]) == len(args) and all(a is b for a, b in zip(calls[0][0], args))
+            assert same and calls[0][1] == {"keepdim": True}, \
+                (f"dispatch('{op}', {what[1:-1]}, keepdim=True) must call your kernel once with every argument, "
+                 f"keepdim=True included: it was called {len(calls)} time(s)"
+                 + (f", with {len(calls[0][0])} positional argument(s) and keywords {calls[0][1]}" if calls else ""))
     finally:
-        KERNEL_TABLE.clear()
-        KERNEL_TABLE.update(saved)
-    compare.assert_equal(result, f"{op} on {backend}", f"{what}: what dispatch returns (the kernel's result)")
-    compare.assert_equal(len(calls), 1, f"{what}: how many times the kernel was called")
-    assert calls[0][0] == tuple(args) and calls[0][1] == (kwargs or {}), \
-        f"{what}: the kernel must get every argument of dispatch, unchanged"
+        OPS.pop(op, None)
 
 
-x_cpu, x_emu = from_torch(torch.tensor([1.0, 2.0])), tensor_on("emu")
-expect_dispatch("add", (x_cpu, 2.0), "cpu", "dispatch('add', a CPU tensor, 2.0)")
-expect_dispatch("add", (x_emu, x_emu), "cuda", "dispatch('add', an emu tensor, an emu tensor)")
-expect_dispatch("sum", (x_emu, 0, True), "cuda", "dispatch('sum', an emu tensor, 0, True)")
-expect_dispatch("pow", (2.0, x_emu), "cuda", "dispatch('pow', 2.0, an emu tensor)")
-expect_dispatch("fill", (), "cpu", "dispatch('fill') with no tensor at all")
-compare.assert_equal(device_of(3, "add", x_emu, None), Device("emu"), "device_of(3, 'add', an emu tensor, None)")
-compare.assert_raises(RuntimeError, device_of, "device_of(a CPU tensor, an emu tensor)", x_cpu, x_emu)
-compare.assert_raises(NotImplementedError, dispatch, "dispatch('no such op', a CPU tensor)", "no such op", x_cpu)
+def kernels_run(op: str, call):
+    """(call()'s result, the keys whose kernel of `op` ran, in order): each kernel of the operator's row is
+    wrapped, for this call only, to say its key when it runs."""
+    entry = OPS[op]
+    saved, walk = dict(entry.kernels), []
+
+    def traced(priority, kernel):
+        def run(*args, **kwargs):
+            walk.append(DispatchKey.of(priority).name)
+            return kernel(*args, **kwargs)
+        return run
+
+    try:
+        entry.kernels.update({p: traced(p, k) for p, k in saved.items()})
+        entry.table.clear()
+        result = call()
+    finally:
+        entry.kernels.clear()
+        entry.kernels.update(saved)
+        entry.table.clear()
+    return result, walk
+
+
+for device, want in [("cpu", ["CPU"]), ("emu", ["CUDA"]), ("emu:0", ["CUDA"]), ("cuda", ["CUDA"]), ("cuda:1", ["CUDA"])]:
+    compare.assert_equal(key_names(device_keys(device)), want, f"key_names(device_keys({device!r}))")
+    compare.assert_equal(key_names(device_keys(Device(device))), want, f"key_names(device_keys(Device({device!r})))")
+x_cpu, x_emu, s_cpu, s_emu = tensor_on("cpu"), tensor_on("emu"), tensor_on("cpu", 2.0), tensor_on("emu", 2.0)
+compare.assert_equal(key_names(key_set(x_emu)), ["CUDA"], "key_names(key_set(an emu tensor))")
+compare.assert_equal(key_names(key_set(x_cpu, x_emu)), ["CUDA", "CPU"], "key_names(key_set(a CPU tensor, an emu tensor))")
+compare.assert_equal(common_device(3, "add", None), CPU, "common_device(3, 'add', None): no tensor at all")
+compare.assert_equal(common_device(3, x_emu, None), Device("emu"), "common_device(3, an emu tensor, None)")
+for args, what in [((x_emu, x_emu), "(an emu tensor, an emu tensor)"), ((x_cpu, 2.0), "(a CPU tensor, 2.0)"),
+                   ((x_cpu, x_emu), "(a CPU tensor, an emu tensor)"), ((x_emu, x_cpu), "(an emu tensor, a CPU tensor)"),
+                   ((x_emu, s_cpu), "(an emu tensor, a CPU scalar)"), ((s_cpu, x_emu), "(a CPU scalar, an emu tensor)"),
+                   ((s_emu, x_cpu), "(an emu scalar, a CPU tensor)"), ((s_cpu, s_emu), "(a CPU scalar, an emu scalar)"),
+                   ((x_cpu, s_cpu, x_emu), "(a CPU tensor, a CPU scalar, an emu tensor)"),
+                   ((x_emu, tensor_on("emu:0")), "(an emu tensor, an emu:0 tensor)")]:
+    expect_common_device(args, what)
 try:
-    dispatch("no such op", x_emu)
-except NotImplementedError as e:
-    assert "no such op" in str(e) and "emu" in str(e), f"the message must name the op and the device; it says: {e}"
+    common_device(x_emu, x_cpu)
+except RuntimeError as e:
+    assert "same device" in str(e) and "emu" in str(e) and "cpu" in str(e), \
+        f"the message must be torch's, naming both devices: 'Expected all tensors to be on the same device, but " \
+        f"found at least two devices, emu and cpu!'; it says: {e}"
+# One call's path: x.unsqueeze(0) of an emu tensor that requires grad walks Autograd, then CUDA.
+x = tensor_on("emu").requires_grad_()
+_, walk = kernels_run("unsqueeze", lambda: x.unsqueeze(0))
+compare.assert_equal(walk, ["Autograd", "CUDA"], "the kernels that x.unsqueeze(0) of an emu x that requires grad runs")
+with no_grad():
+    _, walk = kernels_run("unsqueeze", lambda: x.unsqueeze(0))
+compare.assert_equal(walk, ["CUDA"], "the kernels that x.unsqueeze(0) runs under no_grad()")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
-def test_dispatch(draw):
-    devices = [draw.choice(DEVICE_CHOICES) for _ in range(draw(1, 3))]
-    args = [tensor_on(d) for d in devices]
+def test_common_device(draw):
+    args = [tensor_on(draw.choice(DEVICE_CHOICES), draw.choice([2.0, (1.0, 2.0)])) for _ in range(draw(1, 3))]
     args += [draw.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(draw(0, 2))]
-    order = list(range(len(args)))
-    args = [args[i] for i in sorted(order, key=lambda i: draw(0, 9))]
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    distinct = []
-    for t in tensors:
-        if all(not (t.device.type == d.type and t.device.index == d.index) for d in distinct):
-            distinct.append(t.device)
-    what = f"dispatch('op', {', '.join(str(a.device) + ' tensor' if isinstance(a, Tensor) else repr(a) for a in args)})"
-    if len(distinct) > 1:
-        compare.assert_raises(RuntimeError, device_of, what.replace("dispatch('op', ", "device_of("), *args)
-        compare.assert_raises(RuntimeError, dispatch, what, "op", *args)
-    else:
-        expect_dispatch("op", tuple(args), DISPATCH_KEY[distinct[0].type], what, {"keepdim": True})
-        compare.assert_equal(device_of(*args), distinct[0], what.replace("dispatch('op', ", "device_of("))
+    args = [args[i] for i in sorted(range(len(args)), key=lambda i: draw(0, 9))]
+    shown = ", ".join(f"a {a.device} {'scalar' if a.dim() == 0 else 'tensor'}" if isinstance(a, Tensor) else repr(a)
+                      for a in args)
+    expect_common_device(tuple(args), f"({shown})")
 
 
-for_random_inputs(test_dispatch, 40)
-saved = dict(KERNEL_TABLE)
+for_random_inputs(test_common_device, 60)
+for device in DEVICE_CHOICES:
+    x = tensor_on(device).requires_grad_()
+    _, walk = kernels_run("transpose", lambda: x.transpose(0, 0))
+    want = ["Autograd", "CPU" if device == "cpu" else "CUDA"]
+    compare.assert_equal(walk, want, f"the kernels that x.transpose(0, 0) of a {device} x that requires grad runs")
+calls = []
+op = scratch_op(lambda *a: calls.append(a) or "first")
 try:
-    KERNEL_TABLE.clear()
-
-    @register_kernel("both", "cpu", "cuda")
-    def both(x):
-        return "both"
-
-    compare.assert_equal((KERNEL_TABLE.get(("both", "cpu")), KERNEL_TABLE.get(("both", "cuda"))), (both, both),
-                         "the table after @register_kernel('both', 'cpu', 'cuda')")
-    compare.assert_equal(dispatch("both", tensor_on("emu:0")), "both", "dispatch('both', an emu:0 tensor)")
-    register_kernel("both", "cuda")(lambda x: "newer")
-    compare.assert_equal(dispatch("both", tensor_on("emu")), "newer", "dispatch after registering a second kernel "
-                                                                    "for the same (op, backend): the newer one")
-    compare.assert_raises(NotImplementedError, dispatch, "dispatch('only_cpu', an emu tensor)", "only_cpu",
-                          tensor_on("emu"))
+    register_cuda_kernel(op)(lambda *a: "newer")
+    compare.assert_equal(dispatch(op, tensor_on("emu")), "newer", "dispatch after registering a second CUDA kernel "
+                                                                 "for the same operator: the newer one")
+    compare.assert_equal(DispatchKey.CPU.priority in OPS[op].kernels, False,
+                         "register_cuda_kernel registers for the CUDA key only (a CPU kernel appeared)")
+    compare.assert_raises(NotImplementedError, dispatch, f"dispatch('{op}', a CPU tensor): no CPU kernel", op,
+                          tensor_on("cpu"))
 finally:
-    KERNEL_TABLE.clear()
-    KERNEL_TABLE.update(saved)
+    OPS.pop(op, None)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# The next cell connects your dispatcher to chapter 01's: it puts chapter 01's
-# CPU kernels in your table, and the layout-only ones (views, indexing) for
-# both backends; it registers a `CUDA`-key kernel for each operator, which
-# calls your `dispatch`. It also registers the `CUDA` kernels of the
-# operators that must know about devices: `to_torch`, `item`, `tolist`,
-# `repr`, `ones_like` (the engine's first gradient, made on the right device),
-# and chapter 03's `write` and `copy_`, which on a device compute their values
-# on the CPU and copy them over.
+# The next cell registers, with your `register_cuda_kernel`, the `CUDA`
+# kernels of the operators that must know about devices: `item`, `tolist`,
+# `repr`, `to_torch` (the torch view of a device tensor), `ones_like` (the
+# engine's first gradient, made on the right device), and chapter 03's `write`;
+# and `copy_`, registered directly (no device check: like torch's `copy_`, it
+# copies between devices, computing on the CPU and copying over when the
+# source is there).
 
 # %% reference=true
-VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
-         "as_strided", "flatten", "broadcast_to")
-
-
-def cpu_kernel(op: str):
-    """Chapter 01's (or 02's) kernel of `op` for the CPU key, from the dispatcher's table."""
-    return OPS[op].kernels[DispatchKey.CPU.priority]
-
-
-for _op in UNARY_OPS + BINARY_OPS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast"):
-    register_kernel(_op, "cpu")(cpu_kernel(_op))
-register_kernel("inplace", "cpu")(lambda t, op, other: cpu_kernel(op + "_")(t, other))
-for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
-    register_kernel(_op, "cpu", "cuda")(cpu_kernel(_op))
-
-
-def cuda_key_kernel(op: str):
-    """The CUDA key's kernel of `op` in chapter 01's dispatcher: your dispatch, which picks the CUDA kernel."""
-    return lambda *args: dispatch(op, *args)
-
-
-for _op in UNARY_OPS + BINARY_OPS + VIEWS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast",
-                                               "where"):
-    register_key_kernel(_op, DispatchKey.CUDA)(cuda_key_kernel(_op))
-for _op in ("add", "sub", "mul", "div"):
-    register_key_kernel(_op + "_", DispatchKey.CUDA)((lambda op: lambda t, other: dispatch("inplace", t, op, other))(_op))
-
-
-@register_key_kernel("to_torch", DispatchKey.CUDA)
+@register_cuda_kernel("to_torch")
 def _to_torch_cuda(t: Tensor) -> torch.Tensor:
     """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
     return t._storage.owner.as_strided(t._shape, t._stride, t._offset)
 
 
 # t.numpy() under a mode: the CPU bridge, whose `_storage.data` is torch's TypeError for a device tensor.
-register_key_kernel("numpy", DispatchKey.CUDA)(numpy_array)
+register_cuda_kernel("numpy")(numpy_array)
 
 
-@register_key_kernel("item", DispatchKey.CUDA)
+@register_cuda_kernel("item")
 def _item_cuda(t: Tensor):
     if t.numel() != 1:
         raise RuntimeError(f"a Tensor with {t.numel()} elements cannot be converted to Scalar")
     return t.to_torch().item()  # on a GPU this waits for the kernels that compute it
 
 
-@register_key_kernel("tolist", DispatchKey.CUDA)
+@register_cuda_kernel("tolist")
 def _tolist_cuda(t: Tensor):
     return t.to_torch().tolist()
 
 
-@register_key_kernel("repr", DispatchKey.CUDA)
+@register_cuda_kernel("repr")
 def _repr_cuda(t: Tensor) -> str:
     return tensor_repr(t, t.to_torch().cpu().numpy())
 
@@ -704,17 +754,17 @@ def _device_field(t: Tensor) -> str:
 REPR_FIELDS[:] = [_device_field] + [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_device_field"]
 
 
-@register_kernel("full_like", "cpu")
+@register_kernel("full_like", DispatchKey.CPU)
 def _full_like_cpu(t: Tensor, value) -> Tensor:
     return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
 
 
-@register_key_kernel("ones_like", DispatchKey.CUDA)
+@register_cuda_kernel("ones_like")
 def _ones_like_cuda(t: Tensor) -> Tensor:  # the engine's first gradient, of a scalar on a device
     return dispatch("full_like", t, 1)
 
 
-@register_key_kernel("write", DispatchKey.CUDA)
+@register_cuda_kernel("write")
 def _write_cuda(t: Tensor, values) -> None:
     if isinstance(values, (bool, int, float)):
         dispatch("setitem", t, (), values)
@@ -723,7 +773,7 @@ def _write_cuda(t: Tensor, values) -> None:
         t.to_torch().copy_(source)
 
 
-@register_key_kernel("copy_", DispatchKey.CUDA)
+@register_kernel("copy_", DispatchKey.CUDA)  # no device check: copying across devices is what copy_ is for
 def _copy_cuda(t: Tensor, src) -> Tensor:
     if isinstance(src, Tensor) and src.device != t.device:
         src = move(src, t.device)  # across devices: a transfer first
@@ -872,6 +922,11 @@ xe = from_torch(x.clone()).to("emu")
 expect_moved(xe, x, "emu", "x.to('emu')")
 expect_moved(xe.to("cpu"), x, "cpu", "x.to('emu').to('cpu')")
 assert xe.to("emu") is xe and xe.to(device="emu", dtype=float32) is xe, "x.to(its own device and dtype) must be x itself"
+xc = from_torch(x.clone())
+for what, got, own in [("x.to(float32) of a float32 x on the CPU", xc.to(float32), xc),
+                       ("x.to(x) of x on the CPU", xc.to(xc), xc), ("x.to(x.device) of x on the CPU", xc.to(xc.device), xc),
+                       ("x.to(float32) of a float32 x on emu", xe.to(float32), xe), ("x.to(x) of x on emu", xe.to(xe), xe)]:
+    assert got is own, f"{what} must return x itself, as torch's x.to(x.dtype) is x; it returned a copy"
 expect_moved(xe.to("cpu", float64), x.double(), "cpu", "x.to('emu').to('cpu', float64)")
 expect_moved(from_torch(x.clone()).to("emu", torch.float64), x.double(), "emu", "x.to('emu', torch.float64)")
 if not GPU:
@@ -1298,7 +1353,7 @@ def launch_fill(out: torch.Tensor, value) -> None:
     ### END SOLUTION
 
 
-@register_kernel("full_like", "cuda")
+@register_cuda_kernel("full_like")
 def full_like_cuda(t: Tensor, value) -> Tensor:
     out = empty_on(t.shape, t.dtype, t.device)
     launch_fill(out.to_torch(), value)
@@ -1742,7 +1797,7 @@ expect_offsets((inputs.randint(1, 9), inputs.randint(1, 9), inputs.randint(1, 9)
 # %% [markdown]
 # Your strided kernel is also every **copy** of the CUDA backend: with the `Cast`
 # family, `map_strided` copies one layout into another and converts the dtype on
-# the way. The next cell registers, for the `"cuda"` backend: `cast` (so that
+# the way. The next cell registers, for the `CUDA` key: `cast` (so that
 # `x.to(dtype)` now converts on the device too), `clone`, `contiguous`, `setitem`
 # (`t[key] = value`: a copy into the view `t[key]`) and `copy_into(dst, src)`.
 
@@ -1752,29 +1807,31 @@ def copy_into(dst: Tensor, src) -> Tensor:
     if not isinstance(src, Tensor):
         src = dispatch("full_like", empty_on((), dst.dtype, dst.device), src)
     if src.device != dst.device:
-        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{dst.device} and {src.device}!")
+        if src.device != CPU or src.dim():
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{dst.device} and {src.device}!")
+        src = move(src, dst.device)  # a CPU scalar: its one value copied over
     source = src.expand(dst.shape).to_torch() if src.shape != dst.shape else src.to_torch()
     launch_map_strided("copy", dst.to_torch(), source)
     return dst
 
 
-@register_kernel("cast", "cuda")
+@register_cuda_kernel("cast")
 def cast_cuda(x: Tensor, dtype) -> Tensor:
     return copy_into(empty_on(x.shape, dtype, x.device), x)
 
 
-@register_kernel("clone", "cuda")
+@register_cuda_kernel("clone")
 def clone_cuda(x: Tensor) -> Tensor:
     return copy_into(empty_on(x.shape, x.dtype, x.device), x)
 
 
-@register_kernel("contiguous", "cuda")
+@register_cuda_kernel("contiguous")
 def contiguous_cuda(x: Tensor) -> Tensor:
     return x if x.is_contiguous() else clone_cuda(x)
 
 
-@register_kernel("setitem", "cuda")
+@register_cuda_kernel("setitem")
 def setitem_cuda(t: Tensor, key, value) -> None:
     copy_into(t[key], value)
 
@@ -1783,9 +1840,10 @@ def setitem_cuda(t: Tensor, key, value) -> None:
 # ## Exercise 8 — the CUDA backend's elementwise operations
 #
 # Time to make `x + y` work on a device. Write `cuda_elementwise(op, a, b=None)`
-# — what the dispatcher calls for every unary and binary op of the `"cuda"`
-# backend — with chapter 01's rules, now on device memory. `a` and `b` are
-# picotorch tensors on one device, or (one of them) a Python number:
+# — the `CUDA` kernel of every unary and binary op — with chapter 01's rules,
+# now on device memory. `a` and `b` are picotorch tensors on one device
+# (`common_device(a, b)`), or one of them a Python number or a CPU scalar
+# (exercise 2: a 0-dim CPU tensor, which counts as a tensor for the dtype):
 #
 # 1. **dtype**: a unary op computes in `a`'s dtype, except that `FLOAT_RESULT`
 #    ops (`exp`, `log`...) of an integer or bool tensor compute in `float32`; a
@@ -1795,7 +1853,8 @@ def setitem_cuda(t: Tensor, key, value) -> None:
 #    with a bool operand — `RuntimeError`s. The backend computes in `float32`,
 #    `float64` and `int64` only: anything else (`True + True`) is a
 #    `RuntimeError` saying so.
-# 2. **operands**: a number becomes a 0-dim tensor on the device
+# 2. **operands**: a number — or a CPU scalar's value, `x.item()` — becomes a
+#    0-dim tensor on the device
 #    (`dispatch("full_like", empty_on((), dtype, device), value)`), each operand
 #    is converted to the compute dtype (`.to(dtype)`, your cast kernel), and
 #    broadcast to the common shape (`broadcast_shapes`, then `.expand`: stride
@@ -1813,7 +1872,7 @@ def setitem_cuda(t: Tensor, key, value) -> None:
 def cuda_elementwise(op: str, a, b=None) -> Tensor:
     """op(a, b) (or op(a)) on the device of the tensor operands, with torch's dtype and broadcasting rules."""
     ### BEGIN SOLUTION
-    device = device_of(a, b)
+    device = common_device(a, b)
     if b is None and op in UNARY_OPS:
         if a.dtype is bool_ and op in ("neg", "abs", "relu"):
             raise RuntimeError(f"{op} is not supported for bool tensors")
@@ -1827,7 +1886,8 @@ def cuda_elementwise(op: str, a, b=None) -> Tensor:
             dtype = float32
         if op in COMPARISONS and dtype is bool_:
             dtype = int64  # True and False compare as 1 and 0
-        operands = [x if isinstance(x, Tensor) else dispatch("full_like", empty_on((), dtype, device), x)
+        operands = [x if isinstance(x, Tensor) and x.device == device else
+                    dispatch("full_like", empty_on((), dtype, device), x.item() if isinstance(x, Tensor) else x)
                     for x in (a, b)]
     if dtype not in (float32, float64, int64):
         raise RuntimeError(f"picotorch's CUDA backend computes in float32, float64 and int64, not {dtype.name} "
@@ -1845,7 +1905,7 @@ def cuda_elementwise(op: str, a, b=None) -> Tensor:
 
 
 for _op in UNARY_OPS + BINARY_OPS:
-    register_kernel(_op, "cuda")((lambda op: lambda a, b=None: cuda_elementwise(op, a, b))(_op))
+    register_cuda_kernel(_op)((lambda op: lambda a, b=None: cuda_elementwise(op, a, b))(_op))
 
 
 # %% tests="ex_binary" points=3
@@ -1907,6 +1967,24 @@ y = on_device(x)
 compare.assert_matches((y * 2 + 1).relu() - y.exp() / 3, ((x * 2 + 1).relu() - x.exp() / 3).to(torch_device(DEVICE)),
                        f"(y * 2 + 1).relu() - y.exp() / 3 on {DEVICE}")
 compare.assert_matches(y.to(float64).to("cpu"), x.double(), f"y.to(float64) on {DEVICE}, back on the CPU")
+
+
+def expect_cpu_scalar(op, a, s, scalar_first=False):
+    """a op s (s op a) where a is on the device and s a CPU scalar, a 0-dim tensor that stays on the CPU."""
+    ta = a.to(torch_device(DEVICE))
+    what = (f"{'s ' + SYMBOLS[op] + ' a' if scalar_first else 'a ' + SYMBOLS[op] + ' s'} where a: {describe(a)} on "
+            f"{DEVICE}, s: {describe(s)} on the CPU (a CPU scalar)")
+    pair = (lambda u, v: (v, u)) if scalar_first else (lambda u, v: (u, v))
+    theirs = PYTHON_OPS[op](*pair(ta, s))
+    with launching(what):
+        ours = PYTHON_OPS[op](*pair(on_device(a), from_torch(s)))
+    compare.assert_equal(str(ours.device), device_text(DEVICE), f"({what}).device")
+    compare.assert_matches(ours, theirs, what)
+
+
+expect_cpu_scalar("mul", x, torch.tensor(2.5, dtype=torch.float64))
+expect_cpu_scalar("sub", torch.tensor([1, 2, 3]), torch.tensor(0.5), scalar_first=True)
+expect_cpu_scalar("add", torch.tensor([1, 2, 3]), torch.tensor(True))
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from course.testing import broadcast_family
@@ -1951,8 +2029,20 @@ def test_unary(draw):
     expect_backend(op, t)
 
 
+def test_cpu_scalars(draw):
+    op = draw.choice(["add", "sub", "mul", "div", "lt", "eq"])
+    a = random_operand(draw, draw.shape(ndim=(0, 2)))
+    s = random_operand(draw, ())
+    if op == "sub" and torch.bool in (a.dtype, s.dtype) or op in ("add", "mul") and a.dtype == s.dtype == torch.bool:
+        return  # torch's error, or bool arithmetic, which the backend does not have: both tested above
+    if op == "div":
+        s = s.abs() + 1 if s.dtype != torch.bool else s | True
+    expect_cpu_scalar(op, a, s, scalar_first=bool(draw(0, 1)))
+
+
 for_random_inputs(test_binary, 20)
 for_random_inputs(test_unary, 10)
+for_random_inputs(test_cpu_scalars, 10)
 a = from_torch(torch.ones(3)).to(DEVICE)
 compare.assert_raises(RuntimeError, lambda: a + from_torch(torch.ones(3)), f"a tensor on {DEVICE} + a CPU tensor")
 y = from_torch(torch.randn(4, 3)).requires_grad_()
@@ -1976,8 +2066,8 @@ compare.assert_matches(w.grad, wt.grad, f"w.grad after ((y * w - 1).tanh() * 3).
 # arithmetic, written out again).
 
 # %% reference=true
-@register_kernel("inplace", "cuda")
 def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
+    """t op= other (op "add", "sub", "mul" or "div"): computed by cuda_elementwise, copied into t's layout."""
     if t.numel() and any(size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride())):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location. Please clone() the tensor before performing the operation.")
@@ -1988,6 +2078,10 @@ def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
         raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(result.shape)}")
     copy_into(t, result)
     return t
+
+
+for _op in ("add", "sub", "mul", "div"):  # t += u, t -= u, t *= u, t /= u
+    register_cuda_kernel(_op + "_")((lambda op: lambda t, other: inplace_cuda(t, op, other))(_op))
 
 
 WHERE = Kernels(r"""
@@ -2012,13 +2106,20 @@ __global__ void where_strided(T* out, const bool* c, const T* x, const T* y, con
 """, extra="")
 
 
-@register_kernel("where", "cuda")
+def _on(t: Tensor, device) -> Tensor:
+    """t itself when it is on `device`, else (a CPU scalar) a copy of it there."""
+    return t if t.device == device else move(t, device)
+
+
+@register_cuda_kernel("where")
 def where_cuda(condition: Tensor, x, y) -> Tensor:
     tensors = [v for v in (x, y) if isinstance(v, Tensor)]
     dtype = result_type(*tensors) if len(tensors) == 2 else tensors[0].dtype if tensors else float32
-    device = condition.device
-    x, y = (v.to(dtype) if isinstance(v, Tensor) else dispatch("full_like", empty_on((), dtype, device), v)
+    device = common_device(condition, x, y)
+    # A CPU scalar among the inputs is copied to the device (one element); numbers become 0-dim tensors there.
+    x, y = (_on(v, device).to(dtype) if isinstance(v, Tensor) else dispatch("full_like", empty_on((), dtype, device), v)
             for v in (x, y))
+    condition = _on(condition, device)
     shape = broadcast_shapes(condition.shape, x.shape, y.shape)
     c = condition if condition.dtype is bool_ else condition.to(bool_)
     out = empty_on(shape, dtype, device)
@@ -2031,8 +2132,6 @@ def where_cuda(condition: Tensor, x, y) -> Tensor:
             *geometry, (out.to_torch(), *views, meta, np.int32(len(shape)), np.int64(out.numel())))
     return out
 
-
-register_kernel("where", "cpu")(cpu_kernel("where"))  # chapter 02's, which its backward formulas call
 
 # %% [markdown]
 # ## Exercise 9 — `sum` along a dim: a shared-memory tree
@@ -2184,7 +2283,7 @@ def reduction_layout(shape, dim):
     return tuple(d for d in range(n) if d not in summed), summed
 
 
-@register_kernel("sum", "cuda")
+@register_cuda_kernel("sum")
 def cuda_sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     if x.dtype is bool_:
         x = x.to(int64)
@@ -2204,7 +2303,7 @@ def cuda_sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return out.view(shape)
 
 
-@register_kernel("mean", "cuda")
+@register_cuda_kernel("mean")
 def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     if not x.dtype.is_floating_point:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
@@ -2665,7 +2764,7 @@ expect_random_matmuls(launch_matmul_blocked, 3, 140)
 # the batch.
 
 # %% reference=true
-@register_kernel("matmul", "cuda")
+@register_cuda_kernel("matmul")
 def cuda_matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.dim() == 0 or b.dim() == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.dim()}D and {b.dim()}D")
@@ -2837,10 +2936,10 @@ def _softmax_cpu(x: Tensor, dim: int, log: bool) -> Tensor:
     return Tensor(Storage(np.ascontiguousarray(out, x.dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
 
 
-register_kernel("softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, False))
-register_kernel("log_softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, True))
-register_kernel("softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, False))
-register_kernel("log_softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, True))
+register_cuda_kernel("softmax")(lambda x, dim: _softmax_on_device(x, dim, False))
+register_cuda_kernel("log_softmax")(lambda x, dim: _softmax_on_device(x, dim, True))
+register_kernel("softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, False))
+register_kernel("log_softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, True))
 
 
 def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
@@ -2927,14 +3026,14 @@ for_random_inputs(test_backend_softmax, 3)
 # `arange_on(n, device)`.
 
 # %% reference=true
-@register_key_kernel("linear", DispatchKey.CUDA)
+@register_cuda_kernel("linear")
 def linear_cuda(x: Tensor, weight: Tensor, bias) -> Tensor:
     """Chapter 03's fused linear on a device: x @ weight.T + bias, with your kernels."""
     out = x @ weight.mT
     return out + bias if bias is not None else out
 
 
-@register_key_kernel("linear_backward", DispatchKey.CUDA)
+@register_cuda_kernel("linear_backward")
 def linear_backward_cuda(x: Tensor, grad: Tensor, weight: Tensor, output_mask) -> tuple:
     g2, x2 = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
     grad_x = grad @ weight if output_mask[0] else None
@@ -3109,340 +3208,7 @@ compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_st
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Exercise 16 — key sets and the kernel a call runs
-#
-# Since chapter 01, every call `dispatch(op, *args)` has made two decisions,
-# in chapter 01's given code. Now you write them yourself, as the two pure
-# functions they are: everything they depend on is an argument.
-#
-# **The key set of a call** (`dispatch_key_set`). Torch computes it in
-# `computeDispatchKeySet`, [`DispatchKeyExtractor.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/DispatchKeyExtractor.h),
-# from the arguments and this thread's state. Ours, from:
-#
-# - each **tensor** argument's device: its backend key, `backend_keys[t.device.type]`
-#   (`CPU` for `"cpu"`, `CUDA` for `"cuda"` and `"emu"`); numbers, dims, op
-#   names bring nothing;
-# - `autograd`, when at least one tensor argument **requires grad** and
-#   `grad_enabled` is true: then there is a graph node to record;
-# - plus the thread's `included` keys (a mode's, exercise 17), minus its
-#   `excluded` ones. Excluded wins: a key in both is out.
-#
-# A key set is a bit mask (`key.bit` is `1 << key.priority`), as in chapter 01.
-#
-# **The kernel of a key set** (`choose_kernel`). Torch computes, once per
-# operator and key, what that key runs — the operator's kernel, else the key's
-# fallback — in `computeDispatchTableEntry`
-# ([`OperatorEntry.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/OperatorEntry.cpp)),
-# and takes the keys that fall through out of a call's set before it picks the
-# highest (`nonFallthroughKeys_` in `DispatchKeyExtractor.h`). The same rules,
-# as one walk: go through the keys of the set from the **highest priority**
-# down; at each key:
-#
-# - the operator's kernel for that key (`kernels[priority]`), if it has one;
-# - else that key's **fallback** (`fallbacks[priority]`, one function for every
-#   operator): return a kernel that calls `fallback(op, *args, **kwargs)`;
-# - else, if the key is in `fallthrough`, go on to the next key;
-# - else stop: the call is an error. Return a kernel that raises
-#   `NotImplementedError` naming the operator and the key
-#   (`"Could not run 'max' with arguments from the 'CUDA' backend"`), or raise it
-#   right away. The same when every key falls through.
-#
-# An empty key set (no tensor argument, nothing included) is the `CPU` key's,
-# as in chapter 01.
-#
-# **Where torch differs.** Torch's set holds more keys than picotorch's:
-# `torch._C._dispatch_keys(torch.ones(2))` is `DispatchKeySet(CPU,
-# ADInplaceOrView, AutogradCPU, AutocastCPU)`. Its autograd key is **per
-# backend** — `AutogradCPU`, `AutogradCUDA`: one *functionality* (autograd)
-# times one *backend* bit, which is how [`DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h)
-# fits dozens of backends in 64 bits; picotorch has one `Autograd` key for
-# every backend. And torch puts `AutogradCPU` on **every** CPU tensor, even one
-# that does not require grad, and `no_grad` leaves the set alone: the autograd
-# kernel runs anyway and checks `requires_grad` and grad mode (`GradMode`, a
-# thread-local flag, not a key) to decide whether to record. picotorch adds
-# `Autograd` only when there is something to record, so a call without grad
-# skips that layer. (`torch.inference_mode()` does exclude the autograd keys:
-# see `torch._C._dispatch_tls_local_exclude_set()` inside it.) The tests map
-# torch's set onto ours — `CPU` → `CPU`, `CUDA` → `CUDA`, `AutogradCPU` /
-# `AutogradCUDA` → `Autograd` when torch would record (a tensor requires grad,
-# grad mode on), the rest dropped — and compare.
-#
-# **Chapter 01's dispatcher stays the one that runs.** It applies the same
-# rules, but it caches the kernel of each key set it has seen
-# (`Operator.table`), as torch precomputes its table; swapping your functions
-# in would mean replacing its methods, which no chapter does. The given
-# `kernel_of_call(op, *args)` asks your functions, with this thread's real
-# state, which kernel a call runs — the tests check that it is the one
-# chapter 01 runs. Try `kernel_of_call("add", x, x)`.
-
-# %% solution="ex_keys" reference=true
-BACKEND_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "emu": DispatchKey.CUDA}  # device type -> key
-
-
-def dispatch_key_set(args, included: int = 0, excluded: int = 0, grad_enabled: bool = True,
-                     backend_keys: dict = BACKEND_KEYS, autograd: DispatchKey = DispatchKey.Autograd) -> int:
-    """The key set (a bit mask) of a call with the arguments `args`, on a thread that includes `included` and
-    excludes `excluded` (bit masks), in grad mode `grad_enabled`."""
-    ### BEGIN SOLUTION
-    keys = included
-    needs_grad = False
-    for a in args:
-        if isinstance(a, Tensor):
-            keys |= backend_keys[a.device.type].bit
-            needs_grad = needs_grad or a.requires_grad
-    if grad_enabled and needs_grad:
-        keys |= autograd.bit
-    return keys & ~excluded
-    ### END SOLUTION
-
-
-def choose_kernel(op: str, keys: int, kernels: dict, fallthrough: int = 0, fallbacks: dict = None):
-    """The kernel that a call of `op` with key set `keys` runs: `kernels` is the operator's {priority: kernel},
-    `fallthrough` the key set of the keys that fall through, `fallbacks` {priority: fallback(op, *args, **kwargs)}."""
-    ### BEGIN SOLUTION
-    fallbacks = fallbacks or {}
-    remaining = keys or DispatchKey.CPU.bit
-    while remaining:
-        priority = remaining.bit_length() - 1
-        if priority in kernels:
-            return kernels[priority]
-        if priority in fallbacks:
-            fallback = fallbacks[priority]
-            return lambda *args, **kwargs: fallback(op, *args, **kwargs)
-        if not fallthrough >> priority & 1:
-            break
-        remaining &= ~(1 << priority)
-    else:
-        priority = DispatchKey.CPU.priority
-    name = DispatchKey.of(priority).name
-    raise NotImplementedError(f"Could not run '{op}' with arguments from the '{name}' backend: no {name} kernel, "
-                              f"no {name} fallback, and {name} does not fall through")
-    ### END SOLUTION
-
-
-def kernel_of_call(op: str, *args):
-    """The kernel your two functions choose for dispatch(op, *args), with this thread's keys, grad mode and
-    chapter 01's registrations."""
-    keys = dispatch_key_set(args, LOCAL_KEYS.included, LOCAL_KEYS.excluded, GradMode.enabled)
-    return choose_kernel(op, keys, OPS[op].kernels, fallthrough_keys(), FALLBACKS)
-
-
-# %% tests="ex_keys" points=3
-CUDA_KEY_OF_TORCH = torch._C._dispatch_key_for_device("cuda")  # "CUDA": torch's backend key of a CUDA tensor
-
-
-def torch_roles(devices, grads, grad_enabled):
-    """What torch's dispatcher says about tensors on `devices` that require grad or not (`grads`), in grad mode
-    `grad_enabled`: the backend keys of their torch._C._dispatch_keys ("cpu" or "cuda"), and "autograd" when a
-    tensor's set has its Autograd<backend> key and torch would record (it requires grad, grad mode on)."""
-    roles, text = set(), []
-    with torch.set_grad_enabled(grad_enabled):
-        for device, grad in zip(devices, grads):
-            t = torch.ones(2, requires_grad=grad)
-            if device.startswith("cuda") or device.startswith("emu") and GPU:
-                t = torch.ones(2, device="cuda", requires_grad=grad)  # the device "emu" emulates
-            names = str(torch._C._dispatch_keys(t))[len("DispatchKeySet("):-1].split(", ")
-            if device.startswith("emu") and not GPU:  # no CUDA tensor here: torch's key for the device "cuda"
-                names = [CUDA_KEY_OF_TORCH, "Autograd" + CUDA_KEY_OF_TORCH]
-            text.append(f"{device}: {', '.join(names)}")
-            for backend in ("cpu", "cuda"):
-                key = torch._C._dispatch_key_for_device(backend)
-                if key in names:
-                    roles.add(backend)
-                    if "Autograd" + key in names and t.requires_grad and torch.is_grad_enabled():
-                        roles.add("autograd")
-    return roles, "; ".join(text)
-
-
-def names_of(keys: int, named: dict) -> list:
-    """The names of a key set's keys, highest priority first; `named` is {name: key}."""
-    return [name for name, key in sorted(named.items(), key=lambda kv: -kv[1].priority) if keys >> key.priority & 1]
-
-
-REAL_KEYS = {"CPU": DispatchKey.CPU, "CUDA": DispatchKey.CUDA, "Autograd": DispatchKey.Autograd}
-
-
-def expect_key_set(devices, grads, extra=(), grad_enabled=True, included=(), excluded=(), backend_keys=None,
-                   autograd=None, named=None):
-    """dispatch_key_set of tensors on `devices` (requiring grad per `grads`) and the `extra` arguments, against
-    torch's key sets of the same tensors, mapped to picotorch's keys."""
-    backend_keys = backend_keys or BACKEND_KEYS
-    autograd = autograd or DispatchKey.Autograd
-    named = named or REAL_KEYS
-    args = [tensor_on(d).requires_grad_(g) for d, g in zip(devices, grads)] + list(extra)
-    roles, torch_text = torch_roles(devices, grads, grad_enabled)
-    want = 0
-    for role in roles:
-        want |= autograd.bit if role == "autograd" else backend_keys[role].bit
-    inc = exc = 0
-    for k in included:
-        inc |= k.bit
-    for k in excluded:
-        exc |= k.bit
-    want = (want | inc) & ~exc
-    shown = [d + " tensor" + (" requiring grad" if g else "") for d, g in zip(devices, grads)] + list(map(repr, extra))
-    what = (f"dispatch_key_set(({', '.join(shown)}), included={names_of(inc, named)}, "
-            f"excluded={names_of(exc, named)}, grad_enabled={grad_enabled})")
-    got = dispatch_key_set(tuple(args), inc, exc, grad_enabled, backend_keys, autograd)
-    assert isinstance(got, int), f"{what} must be a key set: an int, one bit per key; it is {got!r}"
-    if got != want:
-        unknown = got & ~sum(k.bit for k in named.values())
-        raise AssertionError(f"{what}: your key set is {names_of(got, named)}"
-                             f"{f' and bits no key has ({bin(unknown)})' if unknown else ''}"
-                             f", but it should be {names_of(want, named)}. Torch's key sets of the same tensors: "
-                             f"{torch_text or 'no tensor'}: the backend keys, and Autograd only where torch records "
-                             f"(a tensor requires grad, grad mode on); then + included, - excluded")
-    return args
-
-
-def tagged(name):
-    return lambda *args, **kwargs: (name, args, kwargs)
-
-
-def run_choice(op, keys, kernels, fallthrough, fallbacks, args=("a", 1)):
-    """('ran', what the kernel returned) or ('error', message) for choose_kernel and a call of its kernel."""
-    try:
-        return "ran", choose_kernel(op, keys, kernels, fallthrough, fallbacks)(*args)
-    except NotImplementedError as e:
-        if not str(e):
-            raise
-        return "error", str(e)
-
-
-def expect_choice(op, keys, kernels, fallthrough, fallbacks, want, named, what):
-    """choose_kernel against what should run: want is ('ran', result) or ('error', the key's name)."""
-    got = run_choice(op, keys, kernels, fallthrough, fallbacks)
-    setting = (f"{what}: key set {names_of(keys, named)}, kernels for {names_of(sum(1 << p for p in kernels), named)}"
-               f", fallthrough {names_of(fallthrough, named)}, fallbacks for "
-               f"{names_of(sum(1 << p for p in (fallbacks or {})), named)}")
-    if want[0] == "error":
-        assert got[0] == "error", (f"{setting}: the call should be chapter 01's NotImplementedError at the key "
-                                   f"{want[1]} (no kernel, no fallback, no fallthrough there); yours ran and "
-                                   f"returned {got[1]!r}")
-        assert op in got[1] and want[1] in got[1], (f"{setting}: the error must name the operator {op!r} and the key "
-                                                   f"{want[1]}; it says: {got[1]}")
-    else:
-        assert got[0] == "ran", f"{setting}: the call should run and return {want[1]!r}; yours raised: {got[1]}"
-        assert got[1] == want[1], (f"{setting}: the call should run {want[1][0]} (the highest key with a kernel or a "
-                                   f"fallback, skipping keys that fall through); yours ran {got[1][0]}")
-
-
-# Torch's key sets, mapped to ours.
-expect_key_set(["cpu"], [False])
-expect_key_set(["cpu"], [True])
-expect_key_set(["cpu"], [True], grad_enabled=False, excluded=[DispatchKey.Autograd])  # picotorch's no_grad()
-expect_key_set(["emu"], [False], extra=[2.0, "mean"])
-expect_key_set(["emu", "emu"], [False, True])
-expect_key_set([], [], extra=[3])
-expect_key_set(["cpu"], [True], included=[DispatchKey.CUDA], excluded=[DispatchKey.Autograd], grad_enabled=False)
-expect_key_set(["cpu"], [True], grad_enabled=False)  # grad mode off: nothing to record, even with nothing excluded
-expect_key_set(["cpu"], [False], included=[DispatchKey.Autograd], excluded=[DispatchKey.Autograd])
-x = tensor_on("cpu")
-compare.assert_equal(key_names(dispatch_key_set((x, x))), ["CPU"], "key_names(dispatch_key_set((x, x))) for a CPU x")
-
-# The kernel choice: scratch tables.
-CPU_P, CUDA_P, AUTOGRAD_P = DispatchKey.CPU.priority, DispatchKey.CUDA.priority, DispatchKey.Autograd.priority
-B = {name: key.bit for name, key in REAL_KEYS.items()}
-expect_choice("add", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU"), AUTOGRAD_P: tagged("Autograd")}, 0, {},
-              ("ran", ("Autograd", ("a", 1), {})), REAL_KEYS, "the highest key first")
-expect_choice("add", B["Autograd"] | B["CUDA"], {CPU_P: tagged("CPU"), CUDA_P: tagged("CUDA")}, B["Autograd"], {},
-              ("ran", ("CUDA", ("a", 1), {})), REAL_KEYS, "a fallthrough key without a kernel")
-expect_choice("add", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU")}, 0, {},
-              ("error", "Autograd"), REAL_KEYS, "a key without a kernel, a fallback or a fallthrough")
-expect_choice("mm", B["Autograd"] | B["CPU"], {CPU_P: tagged("CPU")}, 0, {AUTOGRAD_P: tagged("fallback")},
-              ("ran", ("fallback", ("mm", "a", 1), {})), REAL_KEYS, "a key with a fallback and no kernel")
-expect_choice("mm", 0, {CPU_P: tagged("CPU")}, 0, {}, ("ran", ("CPU", ("a", 1), {})), REAL_KEYS, "no key at all")
-expect_choice("max", B["CUDA"], {CPU_P: tagged("CPU")}, 0, {}, ("error", "CUDA"), REAL_KEYS,
-              "an operator without a CUDA kernel")
-
-# Your functions on this thread's state pick the kernel chapter 01's dispatcher runs.
-y = tensor_on("cpu").requires_grad_(True)
-for op, args in [("add", (x, x)), ("add", (y, x)), ("matmul", (x, y)), ("sum", (tensor_on("emu"),))]:
-    compare.assert_equal(kernel_of_call(op, *args) is OPS[op].kernel_for(key_set(*args)), True,
-                         f"kernel_of_call({op!r}, ...) is the kernel chapter 01's dispatcher runs")
-with no_grad():
-    compare.assert_equal(kernel_of_call("add", y, x) is OPS["add"].kernel_for(key_set(y, x)), True,
-                         "kernel_of_call('add', y, x) under no_grad() is chapter 01's")
-print("visible tests passed — hidden tests try the same rules on new inputs at grading")
-### BEGIN HIDDEN TESTS
-import itertools
-
-# Scratch keys above every real one, declared once (a cell may run twice): one plain, one that falls through,
-# one with a fallback, twice.
-SCRATCH = {}
-for _priority, _role in zip(range(10, 16), ["plain", "fallthrough", "fallback"] * 2):
-    _key = DispatchKey.declare(f"Scratch{_priority}", _priority)
-    SCRATCH[_key.name] = _key
-    if _role == "fallthrough" and not fallthrough_keys() >> _priority & 1:
-        register_fallthrough(_key)
-    if _role == "fallback" and _priority not in FALLBACKS:
-        register_fallback(_key, (lambda name: lambda op, *args, **kwargs: (name, (op,) + args, kwargs))(_key.name))
-ALL_KEYS = {**REAL_KEYS, **SCRATCH}
-
-# Key sets of random calls against torch's; scratch keys as backends and autograd.
-DEVICES_HERE = ["cpu", "emu", "emu:0"] + (["cuda:0"] if GPU else [])
-
-
-def test_key_sets(draw):
-    n = draw(0, 3)
-    devices = [draw.choice(DEVICES_HERE) for _ in range(n)]
-    if len({d.split(":")[0] for d in devices}) > 1 and draw(0, 1):
-        devices = devices[:1] * n
-    grads = [draw(0, 2) == 0 for _ in range(n)]
-    grad_enabled = draw(0, 2) > 0
-    extra = [draw.choice([1.5, 2, "mean", None, (0, 1)]) for _ in range(draw(0, 2))]
-    pool = list(ALL_KEYS.values())
-    included = [k for k in pool if draw(0, 4) == 0]
-    excluded = [k for k in pool if draw(0, 4) == 0]
-    if draw.coin(3):  # scratch keys in place of the backends and of Autograd
-        free = list(range(10, 16))
-        picked = [SCRATCH[f"Scratch{free.pop(draw(0, len(free) - 1))}"] for _ in range(3)]
-        backend_keys = {"cpu": picked[0], "cuda": picked[1], "emu": picked[1]}
-        expect_key_set(devices, grads, extra, grad_enabled, included, excluded, backend_keys, picked[2], ALL_KEYS)
-    else:
-        if not grad_enabled and draw(0, 1):
-            excluded.append(DispatchKey.Autograd)  # what no_grad() does in picotorch
-        args = expect_key_set(devices, grads, extra, grad_enabled, included, excluded, named=ALL_KEYS)
-        if not any(k.priority >= 10 for k in included):  # chapter 01's key_set, on this thread, agrees
-            guard_excluded = excluded + ([] if grad_enabled else [DispatchKey.Autograd])
-            with IncludeDispatchKeys(*included), ExcludeDispatchKeys(*guard_excluded):
-                theirs = key_set(*args)
-            mine = dispatch_key_set(tuple(args), sum(k.bit for k in set(included)),
-                                    sum(k.bit for k in set(guard_excluded)), grad_enabled)
-            compare.assert_equal(names_of(mine, ALL_KEYS), names_of(theirs, ALL_KEYS),
-                                 "dispatch_key_set and chapter 01's key_set for the same call")
-
-
-# The kernel choice against chapter 01's dispatcher, on random registrations of a fresh operator.
-SCRATCH_OPS = itertools.count()  # fresh: a replay of a failing input registers its own, not on top of another's
-
-
-def test_kernel_choice(draw):
-    op = f"scratch_op_{next(SCRATCH_OPS)}"
-    pool = list(ALL_KEYS.values())
-    with_kernel = [k for k in pool if draw(0, 2) == 0]
-    try:
-        register_key_kernel(op)(tagged("no key"))  # the operator's row, with no kernel yet
-        for key in with_kernel:
-            register_key_kernel(op, key)(tagged(key.name))
-        keys = 0 if draw.coin(10) else sum(k.bit for k in pool if draw(0, 1))
-        ran = None
-        try:
-            ran = ("ran", OPS[op].kernel_for(keys)("a", 1))
-        except NotImplementedError as e:
-            ran = ("error", next(k.name for k in pool if f"'{k.name}'" in str(e)))
-        expect_choice(op, keys, dict(OPS[op].kernels), fallthrough_keys(), dict(FALLBACKS), ran, ALL_KEYS,
-                      f"{op} (chapter 01's dispatcher: {ran[0]} {ran[1] if ran[0] == 'error' else ran[1][0]})")
-    finally:
-        OPS.pop(op, None)
-
-
-for_random_inputs(test_key_sets, 60)
-for_random_inputs(test_kernel_choice, 80)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ## Exercise 17 — a mode that sees every operator
+# ## Exercise 16 — a mode that sees every operator
 #
 # Every call of picotorch goes down chapter 01's keys: `Autograd` (when an
 # argument requires grad), then a backend, `CUDA` or `CPU`. Torch has one more
@@ -3641,13 +3407,11 @@ compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has ex
 
 
 # %% reference=true
-# The names of this chapter that later chapters may use (`from picotorch import ...`). Not this chapter's
-# `dispatch` and `register_kernel`, which choose among backends: picotorch's are chapter 01's.
-# Not the exercises' aids either (train, sgd_step, dispatch_key_set, choose_kernel, kernel_of_call: the
-# framework trains with chapter 04's SGD and dispatches with chapter 01's Operator.compute).
+# The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
+# exercises' aids (train, sgd_step: the framework trains with chapter 04's SGD); the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
-           "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "device_of",
-           "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
+           "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
+           "VIEWS", "cpu_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
@@ -3657,7 +3421,7 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "BACKEND_KEYS", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "cross_entropy_on_device", "MODE_STACK", "LoggingMode", "mode_fallback"]
 
 # %% [markdown]
 # ## What runs where, and what to read next

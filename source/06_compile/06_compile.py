@@ -53,9 +53,10 @@ check = Checker("06_compile")
 # ## 1. Capture is one more dispatch key
 #
 # Every operation of picotorch is a call `dispatch(op, *args)` that goes down
-# the keys of its key set (chapter 05, exercise 16). Chapter 05's
-# `LoggingMode` saw every operator by putting a key in the thread's include
-# set, with a **fallback** that logged the call and ran it below itself. A
+# the keys of its key set (chapter 01; a device's `CUDA` key: chapter 05,
+# exercise 2). Chapter 05's `LoggingMode` saw every operator by putting a
+# key in the thread's include set, with a **fallback** that logged the call
+# and ran it below itself. A
 # tracer is the same thing, with a richer log: instead of the operator's
 # name, a **node** of a graph — which operator, which inputs (the nodes that
 # made them, or constants), and what came out (shape, dtype, device).

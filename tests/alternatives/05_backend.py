@@ -140,55 +140,54 @@ _MODE_BY_HAND = _rewrite(
         LOCAL_KEYS.excluded = excluded
         MODE_STACK.append(mode)"""))
 
-_KEYS_BY_SORTING = _rewrite(solution("05_backend", "ex_keys"), ("""    keys = included
-    needs_grad = False
+# The devices collected in a list first (CPU scalars left out), the key from a table, another message, and the
+# registration through functools.wraps with the check in a helper.
+_DISPATCH_BY_SETS = "import functools\n\n" + _rewrite(solution("05_backend", "ex_dispatch"), (
+    """    kind = Device(device).type
+    return DispatchKey.CPU.bit if kind == "cpu" else DispatchKey.CUDA.bit  # "cuda", and "emu": the CUDA kernels""",
+    """    keys = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "emu": DispatchKey.CUDA}
+    return keys[Device(device).type].bit"""), (
+    """    found = None
     for a in args:
         if isinstance(a, Tensor):
-            keys |= backend_keys[a.device.type].bit
-            needs_grad = needs_grad or a.requires_grad
-    if grad_enabled and needs_grad:
-        keys |= autograd.bit
-    return keys & ~excluded""", """    tensors = [a for a in args if isinstance(a, Tensor)]
-    wanted = {backend_keys[t.device.type] for t in tensors}
-    if grad_enabled and any(t.requires_grad for t in tensors):
-        wanted.add(autograd)
-    keys = sum(key.bit for key in wanted) | included
-    return keys - (keys & excluded)"""), ("""    fallbacks = fallbacks or {}
-    remaining = keys or DispatchKey.CPU.bit
-    while remaining:
-        priority = remaining.bit_length() - 1
-        if priority in kernels:
-            return kernels[priority]
-        if priority in fallbacks:
-            fallback = fallbacks[priority]
-            return lambda *args, **kwargs: fallback(op, *args, **kwargs)
-        if not fallthrough >> priority & 1:
-            break
-        remaining &= ~(1 << priority)
-    else:
-        priority = DispatchKey.CPU.priority
-    name = DispatchKey.of(priority).name
-    raise NotImplementedError(f"Could not run '{op}' with arguments from the '{name}' backend: no {name} kernel, "
-                              f"no {name} fallback, and {name} does not fall through")""", """    keys = keys or DispatchKey.CPU.bit
-    stop = None
-    for priority in sorted((p for p in range(keys.bit_length()) if keys & (1 << p)), reverse=True):
-        if kernels.get(priority) is not None:
-            return kernels[priority]
-        if fallbacks and priority in fallbacks:
-            return functools.partial(fallbacks[priority], op)
-        if not fallthrough & (1 << priority):
-            stop = priority
-            break
-    key = DispatchKey.of(DispatchKey.CPU.priority if stop is None else stop)
+            d = a.device
+            if d == CPU and a.dim() == 0:
+                continue  # a CPU scalar: read as a number by any device's kernel
+            if found is None:
+                found = d
+            elif d != found:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                   f"{found} and {d}!")
+    return CPU if found is None else found""", """    tensors = [a for a in args if isinstance(a, Tensor)]
+    counted = [t.device for t in tensors if not (t.dim() == 0 and t.device.type == "cpu")]
+    if not counted:
+        return CPU
+    for d in counted[1:]:
+        if not d == counted[0]:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but got {d} beside {counted[0]}")
+    return counted[0]"""), (
+    """    def put(kernel):
+        def checked(*args, **kwargs):
+            common_device(*args)
+            return kernel(*args, **kwargs)
+        register_kernel(op, DispatchKey.CUDA)(checked)
+        return kernel
+    return put""", """    def put(kernel):
+        @functools.wraps(kernel)
+        def checked(*args, **kwargs):
+            _check_devices(args)
+            return kernel(*args, **kwargs)
+        register_kernel(op, DispatchKey.CUDA)(checked)
+        return kernel
+    return put
 
-    def refuse(*args, **kwargs):
-        raise NotImplementedError(f"{key.name}: the operator {op} has no kernel for this key")
-    return refuse"""))
-_KEYS_BY_SORTING = "import functools\n\n" + _KEYS_BY_SORTING
+
+def _check_devices(args):
+    common_device(*args)"""))
 
 ALTERNATIVES = {
-    "key sets from a set of keys, the kernel walk over sorted priorities, a refusing kernel": {
-        "ex_keys": _KEYS_BY_SORTING,
+    "the device check over a list of devices, the key from a table, a wrapped registration": {
+        "ex_dispatch": _DISPATCH_BY_SETS,
     },
     "a mode that keeps the include and exclude sets by hand and pops itself while it runs": {
         "ex_mode": _MODE_BY_HAND,

@@ -31,12 +31,36 @@ MUTANTS = {
 """, "")),
     },
     "ex_dispatch": {
-        "dispatch always runs the CPU kernel, whatever the device":
-            _wrong("ex_dispatch", ("backend = DISPATCH_KEY[device.type]", 'backend = "cpu"')),
-        "device_of looks at the first argument only":
-            _wrong("ex_dispatch", ("for a in args:", "for a in args[:1]:")),
-        "tensors on two devices are not refused":
-            _wrong("ex_dispatch", ("elif d != found:", "elif False:")),
+        "the emulator given no CUDA key: its tensors' calls run the CPU kernels":
+            _wrong("ex_dispatch", ('return DispatchKey.CPU.bit if kind == "cpu" else DispatchKey.CUDA.bit',
+                                   'return DispatchKey.CUDA.bit if kind == "cuda" else DispatchKey.CPU.bit')),
+        "a device tensor's key set is {CPU}: device_keys ignores the device":
+            _wrong("ex_dispatch", ('return DispatchKey.CPU.bit if kind == "cpu" else DispatchKey.CUDA.bit',
+                                   "return DispatchKey.CPU.bit")),
+        "the device check refuses CPU scalars beside tensors on a device":
+            _wrong("ex_dispatch", ("""            if d == CPU and a.dim() == 0:
+                continue  # a CPU scalar: read as a number by any device's kernel
+""", "")),
+        "any 0-dim tensor is let through, a scalar on a device too":
+            _wrong("ex_dispatch", ("if d == CPU and a.dim() == 0:", "if a.dim() == 0:")),
+        "the first tensor's device is taken without comparing the others":
+            _wrong("ex_dispatch", ("""            elif d != found:
+                raise""", """            elif False:
+                raise""")),
+        "devices compared by type only: emu and emu:0 pass as one":
+            _wrong("ex_dispatch", ("elif d != found:", "elif d.type != found.type:")),
+        "no tensor at all gives None instead of the CPU":
+            _wrong("ex_dispatch", ("return CPU if found is None else found", "return found")),
+        "the CUDA kernel is registered without the device check":
+            _wrong("ex_dispatch", ("register_kernel(op, DispatchKey.CUDA)(checked)", "register_kernel(op, DispatchKey.CUDA)(kernel)")),
+        "the kernel is registered for the CPU key":
+            _wrong("ex_dispatch", ("register_kernel(op, DispatchKey.CUDA)(checked)", "register_kernel(op, DispatchKey.CPU)(checked)")),
+        "register_cuda_kernel returns the checking wrapper, not the function it decorates":
+            _wrong("ex_dispatch", ("""        register_kernel(op, DispatchKey.CUDA)(checked)
+        return kernel""", """        register_kernel(op, DispatchKey.CUDA)(checked)
+        return checked""")),
+        "the keyword arguments are not passed on to the kernel":
+            _wrong("ex_dispatch", ("return kernel(*args, **kwargs)", "return kernel(*args)")),
     },
     "ex_to": {
         "move returns torch's tensor when it is already on the device (no copy)":
@@ -46,6 +70,9 @@ MUTANTS = {
 """)),
         "to() moves even when the tensor is already on the device":
             _wrong("ex_to", ("if device != out.device:", "if True:")),
+        "x.to(its own dtype) on the CPU makes a copy (torch returns x itself)":
+            _wrong("ex_to", ("out = ToDType.apply(out, dtype) if dtype is not out.dtype else out",
+                             "out = ToDType.apply(out, dtype)")),
     },
     "ex_launch": {
         "floor instead of ceiling: the ragged last block is left out":
@@ -191,24 +218,6 @@ MUTANTS = {
             _wrong("ex_mlp", ("""        for p in model.parameters():
             p.grad = None
 """, "")),
-    },
-    "ex_keys": {
-        "the thread's exclude set is ignored: an excluded key stays in the key set":
-            _wrong("ex_keys", ("    return keys & ~excluded\n", "    return keys\n")),
-        "Autograd is added with grad mode off (under no_grad) when a tensor requires grad":
-            _wrong("ex_keys", ("    if grad_enabled and needs_grad:", "    if needs_grad:")),
-        "Autograd is added although no argument requires grad":
-            _wrong("ex_keys", ("    if grad_enabled and needs_grad:",
-                               "    if grad_enabled and any(isinstance(a, Tensor) for a in args):")),
-        "the keys are walked from the lowest priority up, not from the highest down":
-            _wrong("ex_keys", ("        priority = remaining.bit_length() - 1\n",
-                               "        priority = (remaining & -remaining).bit_length() - 1\n")),
-        "a fallthrough key without a kernel is an error instead of passing on to the next key":
-            _wrong("ex_keys", ("        if not fallthrough >> priority & 1:\n", "        if True:\n")),
-        "a key's fallback is ignored: an operator without a kernel for that key falls through or fails":
-            _wrong("ex_keys", ("        if priority in fallbacks:\n", "        if False:\n")),
-        "the key set ignores the thread's included keys":
-            _wrong("ex_keys", ("    keys = included\n", "    keys = 0\n")),
     },
     "ex_mode": {
         "the fallback does not exclude its key while the operator runs: the kernels' own calls are logged":

@@ -13,10 +13,9 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (FALLBACKS, LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, fallthrough_keys, key_names,
-                       key_set, redispatch, register_device, register_fallback, register_fallthrough)
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, redispatch,
+                       register_device, register_fallback, register_kernel)
 from picotorch import parse_to as _ch03_parse_to
-from picotorch import register_kernel as register_key_kernel
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
 
@@ -110,7 +109,6 @@ def torch_device(device) -> torch.device:
 
 class DeviceStorage:
     """A flat, typed buffer on a device, in memory owned by `owner`: a 1-D torch tensor on that device."""
-    dispatch_keys = DispatchKey.CUDA.bit  # its tensors' calls go to the CUDA kernels (the emulator runs them too)
 
     def __init__(self, owner: torch.Tensor, device: Device):
         if owner.dim() != 1 or not owner.is_contiguous():
@@ -118,6 +116,8 @@ class DeviceStorage:
         self.owner = owner
         self.dtype = DTYPE_OF_TORCH[owner.dtype]
         self.device = device
+        # The key set its tensors bring to every call (chapter 01's dispatch reads it): exercise 2's device_keys.
+        self.dispatch_keys = device_keys(device)
 
     def __len__(self) -> int:
         return self.owner.numel()
@@ -160,6 +160,18 @@ def empty_on(shape, dtype, device) -> Tensor:
 if CPU is not None:
     register_device("cpu", CPU)  # chapter 01's storages are on the CPU device, now a Device (chapter 01's hook)
 
+VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
+         "as_strided", "flatten", "broadcast_to")
+
+
+def cpu_kernel(op: str):
+    """Chapter 01's (or 02's) kernel of `op` for the CPU key, from the dispatcher's table."""
+    return OPS[op].kernels[DispatchKey.CPU.priority]
+
+
+for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
+    register_kernel(_op, DispatchKey.CUDA)(cpu_kernel(_op))
+
 
 @add_methods(Tensor)
 class OnDevices:
@@ -183,25 +195,21 @@ def parse_to(*args, **kwargs) -> tuple:
     return _ch03_parse_to(*args, **kwargs)
 
 
-DISPATCH_KEY = {"cpu": "cpu", "cuda": "cuda", "emu": "cuda"}  # device type -> the backend whose kernels it runs
-KERNEL_TABLE = {}  # (op, backend) -> kernel
+def device_keys(device) -> int:
+    """The key set that a storage on `device` gives its tensors."""
+    kind = Device(device).type
+    return DispatchKey.CPU.bit if kind == "cpu" else DispatchKey.CUDA.bit  # "cuda", and "emu": the CUDA kernels
 
 
-def register_kernel(op: str, *backends: str):
-    """Decorator: the function is the kernel of `op` on each of `backends`."""
-    def put(kernel):
-        for backend in backends:
-            KERNEL_TABLE[(op, backend)] = kernel
-        return kernel
-    return put
-
-
-def device_of(*args) -> Device:
-    """The one device of the tensor arguments; CPU when there is no tensor."""
+def common_device(*args) -> Device:
+    """The one device of the tensor arguments, where a CPU scalar beside tensors on a device does not count; CPU
+    when there is no tensor."""
     found = None
     for a in args:
         if isinstance(a, Tensor):
             d = a.device
+            if d == CPU and a.dim() == 0:
+                continue  # a CPU scalar: read as a number by any device's kernel
             if found is None:
                 found = d
             elif d != found:
@@ -210,68 +218,40 @@ def device_of(*args) -> Device:
     return CPU if found is None else found
 
 
-def dispatch(op: str, *args, **kwargs):
-    """Run `op` with the kernel registered for the backend of the arguments' device."""
-    device = device_of(*args)
-    backend = DISPATCH_KEY[device.type]
-    kernel = KERNEL_TABLE.get((op, backend))
-    if kernel is None:
-        raise NotImplementedError(f"Could not run '{op}' with arguments from the '{backend}' backend (tensors on "
-                                  f"{device}): picotorch has no {backend} kernel for {op!r}")
-    return kernel(*args, **kwargs)
+def register_cuda_kernel(op: str):
+    """Decorator: the function, after the device check, is `op`'s kernel for the CUDA key."""
+    def put(kernel):
+        def checked(*args, **kwargs):
+            common_device(*args)
+            return kernel(*args, **kwargs)
+        register_kernel(op, DispatchKey.CUDA)(checked)
+        return kernel
+    return put
 
 
-VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
-         "as_strided", "flatten", "broadcast_to")
-
-
-def cpu_kernel(op: str):
-    """Chapter 01's (or 02's) kernel of `op` for the CPU key, from the dispatcher's table."""
-    return OPS[op].kernels[DispatchKey.CPU.priority]
-
-
-for _op in UNARY_OPS + BINARY_OPS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast"):
-    register_kernel(_op, "cpu")(cpu_kernel(_op))
-register_kernel("inplace", "cpu")(lambda t, op, other: cpu_kernel(op + "_")(t, other))
-for _op in VIEWS:  # a view only computes a new layout: the same code for every backend
-    register_kernel(_op, "cpu", "cuda")(cpu_kernel(_op))
-
-
-def cuda_key_kernel(op: str):
-    """The CUDA key's kernel of `op` in chapter 01's dispatcher: your dispatch, which picks the CUDA kernel."""
-    return lambda *args: dispatch(op, *args)
-
-
-for _op in UNARY_OPS + BINARY_OPS + VIEWS + ("sum", "mean", "max", "matmul", "clone", "contiguous", "setitem", "cast",
-                                               "where"):
-    register_key_kernel(_op, DispatchKey.CUDA)(cuda_key_kernel(_op))
-for _op in ("add", "sub", "mul", "div"):
-    register_key_kernel(_op + "_", DispatchKey.CUDA)((lambda op: lambda t, other: dispatch("inplace", t, op, other))(_op))
-
-
-@register_key_kernel("to_torch", DispatchKey.CUDA)
+@register_cuda_kernel("to_torch")
 def _to_torch_cuda(t: Tensor) -> torch.Tensor:
     """A torch.Tensor over the same memory, with the same shape, strides and offset (on the same torch device)."""
     return t._storage.owner.as_strided(t._shape, t._stride, t._offset)
 
 
 # t.numpy() under a mode: the CPU bridge, whose `_storage.data` is torch's TypeError for a device tensor.
-register_key_kernel("numpy", DispatchKey.CUDA)(numpy_array)
+register_cuda_kernel("numpy")(numpy_array)
 
 
-@register_key_kernel("item", DispatchKey.CUDA)
+@register_cuda_kernel("item")
 def _item_cuda(t: Tensor):
     if t.numel() != 1:
         raise RuntimeError(f"a Tensor with {t.numel()} elements cannot be converted to Scalar")
     return t.to_torch().item()  # on a GPU this waits for the kernels that compute it
 
 
-@register_key_kernel("tolist", DispatchKey.CUDA)
+@register_cuda_kernel("tolist")
 def _tolist_cuda(t: Tensor):
     return t.to_torch().tolist()
 
 
-@register_key_kernel("repr", DispatchKey.CUDA)
+@register_cuda_kernel("repr")
 def _repr_cuda(t: Tensor) -> str:
     return tensor_repr(t, t.to_torch().cpu().numpy())
 
@@ -283,17 +263,17 @@ def _device_field(t: Tensor) -> str:
 REPR_FIELDS[:] = [_device_field] + [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_device_field"]
 
 
-@register_kernel("full_like", "cpu")
+@register_kernel("full_like", DispatchKey.CPU)
 def _full_like_cpu(t: Tensor, value) -> Tensor:
     return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
 
 
-@register_key_kernel("ones_like", DispatchKey.CUDA)
+@register_cuda_kernel("ones_like")
 def _ones_like_cuda(t: Tensor) -> Tensor:  # the engine's first gradient, of a scalar on a device
     return dispatch("full_like", t, 1)
 
 
-@register_key_kernel("write", DispatchKey.CUDA)
+@register_cuda_kernel("write")
 def _write_cuda(t: Tensor, values) -> None:
     if isinstance(values, (bool, int, float)):
         dispatch("setitem", t, (), values)
@@ -302,7 +282,7 @@ def _write_cuda(t: Tensor, values) -> None:
         t.to_torch().copy_(source)
 
 
-@register_key_kernel("copy_", DispatchKey.CUDA)
+@register_kernel("copy_", DispatchKey.CUDA)  # no device check: copying across devices is what copy_ is for
 def _copy_cuda(t: Tensor, src) -> Tensor:
     if isinstance(src, Tensor) and src.device != t.device:
         src = move(src, t.device)  # across devices: a transfer first
@@ -546,7 +526,7 @@ def launch_fill(out: torch.Tensor, value) -> None:
         FILL("fill", C_TYPES[out.dtype])(*geometry, (out, scalar(value, out.dtype), np.int64(out.numel())))
 
 
-@register_kernel("full_like", "cuda")
+@register_cuda_kernel("full_like")
 def full_like_cuda(t: Tensor, value) -> Tensor:
     out = empty_on(t.shape, t.dtype, t.device)
     launch_fill(out.to_torch(), value)
@@ -622,36 +602,38 @@ def copy_into(dst: Tensor, src) -> Tensor:
     if not isinstance(src, Tensor):
         src = dispatch("full_like", empty_on((), dst.dtype, dst.device), src)
     if src.device != dst.device:
-        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{dst.device} and {src.device}!")
+        if src.device != CPU or src.dim():
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{dst.device} and {src.device}!")
+        src = move(src, dst.device)  # a CPU scalar: its one value copied over
     source = src.expand(dst.shape).to_torch() if src.shape != dst.shape else src.to_torch()
     launch_map_strided("copy", dst.to_torch(), source)
     return dst
 
 
-@register_kernel("cast", "cuda")
+@register_cuda_kernel("cast")
 def cast_cuda(x: Tensor, dtype) -> Tensor:
     return copy_into(empty_on(x.shape, dtype, x.device), x)
 
 
-@register_kernel("clone", "cuda")
+@register_cuda_kernel("clone")
 def clone_cuda(x: Tensor) -> Tensor:
     return copy_into(empty_on(x.shape, x.dtype, x.device), x)
 
 
-@register_kernel("contiguous", "cuda")
+@register_cuda_kernel("contiguous")
 def contiguous_cuda(x: Tensor) -> Tensor:
     return x if x.is_contiguous() else clone_cuda(x)
 
 
-@register_kernel("setitem", "cuda")
+@register_cuda_kernel("setitem")
 def setitem_cuda(t: Tensor, key, value) -> None:
     copy_into(t[key], value)
 
 
 def cuda_elementwise(op: str, a, b=None) -> Tensor:
     """op(a, b) (or op(a)) on the device of the tensor operands, with torch's dtype and broadcasting rules."""
-    device = device_of(a, b)
+    device = common_device(a, b)
     if b is None and op in UNARY_OPS:
         if a.dtype is bool_ and op in ("neg", "abs", "relu"):
             raise RuntimeError(f"{op} is not supported for bool tensors")
@@ -665,7 +647,8 @@ def cuda_elementwise(op: str, a, b=None) -> Tensor:
             dtype = float32
         if op in COMPARISONS and dtype is bool_:
             dtype = int64  # True and False compare as 1 and 0
-        operands = [x if isinstance(x, Tensor) else dispatch("full_like", empty_on((), dtype, device), x)
+        operands = [x if isinstance(x, Tensor) and x.device == device else
+                    dispatch("full_like", empty_on((), dtype, device), x.item() if isinstance(x, Tensor) else x)
                     for x in (a, b)]
     if dtype not in (float32, float64, int64):
         raise RuntimeError(f"picotorch's CUDA backend computes in float32, float64 and int64, not {dtype.name} "
@@ -682,11 +665,11 @@ def cuda_elementwise(op: str, a, b=None) -> Tensor:
 
 
 for _op in UNARY_OPS + BINARY_OPS:
-    register_kernel(_op, "cuda")((lambda op: lambda a, b=None: cuda_elementwise(op, a, b))(_op))
+    register_cuda_kernel(_op)((lambda op: lambda a, b=None: cuda_elementwise(op, a, b))(_op))
 
 
-@register_kernel("inplace", "cuda")
 def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
+    """t op= other (op "add", "sub", "mul" or "div"): computed by cuda_elementwise, copied into t's layout."""
     if t.numel() and any(size > 1 and stride == 0 for size, stride in zip(t.shape, t.stride())):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location. Please clone() the tensor before performing the operation.")
@@ -697,6 +680,10 @@ def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
         raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(result.shape)}")
     copy_into(t, result)
     return t
+
+
+for _op in ("add", "sub", "mul", "div"):  # t += u, t -= u, t *= u, t /= u
+    register_cuda_kernel(_op + "_")((lambda op: lambda t, other: inplace_cuda(t, op, other))(_op))
 
 
 WHERE = Kernels(r"""
@@ -721,13 +708,20 @@ __global__ void where_strided(T* out, const bool* c, const T* x, const T* y, con
 """, extra="")
 
 
-@register_kernel("where", "cuda")
+def _on(t: Tensor, device) -> Tensor:
+    """t itself when it is on `device`, else (a CPU scalar) a copy of it there."""
+    return t if t.device == device else move(t, device)
+
+
+@register_cuda_kernel("where")
 def where_cuda(condition: Tensor, x, y) -> Tensor:
     tensors = [v for v in (x, y) if isinstance(v, Tensor)]
     dtype = result_type(*tensors) if len(tensors) == 2 else tensors[0].dtype if tensors else float32
-    device = condition.device
-    x, y = (v.to(dtype) if isinstance(v, Tensor) else dispatch("full_like", empty_on((), dtype, device), v)
+    device = common_device(condition, x, y)
+    # A CPU scalar among the inputs is copied to the device (one element); numbers become 0-dim tensors there.
+    x, y = (_on(v, device).to(dtype) if isinstance(v, Tensor) else dispatch("full_like", empty_on((), dtype, device), v)
             for v in (x, y))
+    condition = _on(condition, device)
     shape = broadcast_shapes(condition.shape, x.shape, y.shape)
     c = condition if condition.dtype is bool_ else condition.to(bool_)
     out = empty_on(shape, dtype, device)
@@ -739,9 +733,6 @@ def where_cuda(condition: Tensor, x, y) -> Tensor:
         WHERE("where_strided", C_TYPES[TORCH_DTYPE[dtype]])(
             *geometry, (out.to_torch(), *views, meta, np.int32(len(shape)), np.int64(out.numel())))
     return out
-
-
-register_kernel("where", "cpu")(cpu_kernel("where"))  # chapter 02's, which its backward formulas call
 
 
 SUM_THREADS = 256  # the most threads per block of the sum kernels: a power of two
@@ -810,7 +801,7 @@ def reduction_layout(shape, dim):
     return tuple(d for d in range(n) if d not in summed), summed
 
 
-@register_kernel("sum", "cuda")
+@register_cuda_kernel("sum")
 def cuda_sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     if x.dtype is bool_:
         x = x.to(int64)
@@ -830,7 +821,7 @@ def cuda_sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return out.view(shape)
 
 
-@register_kernel("mean", "cuda")
+@register_cuda_kernel("mean")
 def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     if not x.dtype.is_floating_point:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
@@ -1030,7 +1021,7 @@ def launch_matmul_blocked(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> 
 MATMULS["blocked"] = launch_matmul_blocked
 
 
-@register_kernel("matmul", "cuda")
+@register_cuda_kernel("matmul")
 def cuda_matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.dim() == 0 or b.dim() == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.dim()}D and {b.dim()}D")
@@ -1163,10 +1154,10 @@ def _softmax_cpu(x: Tensor, dim: int, log: bool) -> Tensor:
     return Tensor(Storage(np.ascontiguousarray(out, x.dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
 
 
-register_kernel("softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, False))
-register_kernel("log_softmax", "cuda")(lambda x, dim: _softmax_on_device(x, dim, True))
-register_kernel("softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, False))
-register_kernel("log_softmax", "cpu")(lambda x, dim: _softmax_cpu(x, dim, True))
+register_cuda_kernel("softmax")(lambda x, dim: _softmax_on_device(x, dim, False))
+register_cuda_kernel("log_softmax")(lambda x, dim: _softmax_on_device(x, dim, True))
+register_kernel("softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, False))
+register_kernel("log_softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, True))
 
 
 def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
@@ -1175,14 +1166,14 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
     return (LogSoftmaxFunction if log else SoftmaxFunction).apply(x, dim)
 
 
-@register_key_kernel("linear", DispatchKey.CUDA)
+@register_cuda_kernel("linear")
 def linear_cuda(x: Tensor, weight: Tensor, bias) -> Tensor:
     """Chapter 03's fused linear on a device: x @ weight.T + bias, with your kernels."""
     out = x @ weight.mT
     return out + bias if bias is not None else out
 
 
-@register_key_kernel("linear_backward", DispatchKey.CUDA)
+@register_cuda_kernel("linear_backward")
 def linear_backward_cuda(x: Tensor, grad: Tensor, weight: Tensor, output_mask) -> tuple:
     g2, x2 = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
     grad_x = grad @ weight if output_mask[0] else None
@@ -1226,53 +1217,6 @@ def train(model, x: Tensor, y: Tensor, steps: int, lr: float, device) -> list:
     return losses
 
 
-BACKEND_KEYS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "emu": DispatchKey.CUDA}  # device type -> key
-
-
-def dispatch_key_set(args, included: int = 0, excluded: int = 0, grad_enabled: bool = True,
-                     backend_keys: dict = BACKEND_KEYS, autograd: DispatchKey = DispatchKey.Autograd) -> int:
-    """The key set (a bit mask) of a call with the arguments `args`, on a thread that includes `included` and
-    excludes `excluded` (bit masks), in grad mode `grad_enabled`."""
-    keys = included
-    needs_grad = False
-    for a in args:
-        if isinstance(a, Tensor):
-            keys |= backend_keys[a.device.type].bit
-            needs_grad = needs_grad or a.requires_grad
-    if grad_enabled and needs_grad:
-        keys |= autograd.bit
-    return keys & ~excluded
-
-
-def choose_kernel(op: str, keys: int, kernels: dict, fallthrough: int = 0, fallbacks: dict = None):
-    """The kernel that a call of `op` with key set `keys` runs: `kernels` is the operator's {priority: kernel},
-    `fallthrough` the key set of the keys that fall through, `fallbacks` {priority: fallback(op, *args, **kwargs)}."""
-    fallbacks = fallbacks or {}
-    remaining = keys or DispatchKey.CPU.bit
-    while remaining:
-        priority = remaining.bit_length() - 1
-        if priority in kernels:
-            return kernels[priority]
-        if priority in fallbacks:
-            fallback = fallbacks[priority]
-            return lambda *args, **kwargs: fallback(op, *args, **kwargs)
-        if not fallthrough >> priority & 1:
-            break
-        remaining &= ~(1 << priority)
-    else:
-        priority = DispatchKey.CPU.priority
-    name = DispatchKey.of(priority).name
-    raise NotImplementedError(f"Could not run '{op}' with arguments from the '{name}' backend: no {name} kernel, "
-                              f"no {name} fallback, and {name} does not fall through")
-
-
-def kernel_of_call(op: str, *args):
-    """The kernel your two functions choose for dispatch(op, *args), with this thread's keys, grad mode and
-    chapter 01's registrations."""
-    keys = dispatch_key_set(args, LOCAL_KEYS.included, LOCAL_KEYS.excluded, GradMode.enabled)
-    return choose_kernel(op, keys, OPS[op].kernels, fallthrough_keys(), FALLBACKS)
-
-
 DispatchKey.declare("Python")  # a mode's key (priority 4 in DISPATCH_KEYS: below Autograd, above CUDA and CPU)
 MODE_STACK = []  # the active modes, innermost last
 
@@ -1305,13 +1249,11 @@ def mode_fallback(op: str, *args, **kwargs):
 register_fallback(DispatchKey.Python, mode_fallback)
 
 
-# The names of this chapter that later chapters may use (`from picotorch import ...`). Not this chapter's
-# `dispatch` and `register_kernel`, which choose among backends: picotorch's are chapter 01's.
-# Not the exercises' aids either (train, sgd_step, dispatch_key_set, choose_kernel, kernel_of_call: the
-# framework trains with chapter 04's SGD and dispatches with chapter 01's Operator.compute).
+# The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
+# exercises' aids (train, sgd_step: the framework trains with chapter 04's SGD); the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
-           "empty_on", "parse_to", "DISPATCH_KEY", "KERNEL_TABLE", "device_of",
-           "VIEWS", "cpu_kernel", "cuda_key_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
+           "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
+           "VIEWS", "cpu_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
@@ -1321,4 +1263,4 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "BACKEND_KEYS", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "cross_entropy_on_device", "MODE_STACK", "LoggingMode", "mode_fallback"]
