@@ -34,8 +34,6 @@ NOT_COMPUTING = {
     **dict.fromkeys(["train_one_epoch", "evaluate", "fit", "train_digits"], "a loop of the calls exercised below"),
 }
 
-PENDING_05 = "issue 37: chapter 05's softmax is a Function applied before the dispatcher (chapter 05's helper)"
-
 
 def _calls(pt):
     """name -> (program, operators the mode must see, pending reason or None)."""
@@ -65,7 +63,7 @@ def _calls(pt):
         "SGD": (_step(pt, pt.SGD, x, momentum=0.9), {"sub_"}, None),
         "Adam": (_step(pt, pt.Adam, x), {"add_", "mul_", "sqrt", "sub_"}, None),
         "AdamW": (_step(pt, pt.AdamW, x), {"add_", "mul_", "sqrt", "sub_"}, None),
-        "softmax": (lambda: pt.softmax(x, 1), {"softmax"}, PENDING_05),
+        "softmax": (lambda: pt.softmax(x, 1), {"softmax"}, None),
     }
 
 
@@ -79,7 +77,7 @@ def _step(pt, optimizer, x, **kwargs):
 CALL_NAMES = ["Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d", "Embedding",
               "Tensor.to", "mse_loss", "MSELoss", "log_softmax", "nll_loss",
               "NLLLoss", "cross_entropy", "CrossEntropyLoss", "SGD", "Adam", "AdamW", "softmax"]
-PENDING = {"softmax": PENDING_05}
+PENDING = {}
 
 
 def test_every_public_name_is_classified(reference_picotorch):

@@ -107,8 +107,9 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, redispatch,
-                       register_device, register_fallback, register_kernel)
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, ToCopy, dispatch, key_names, key_set,
+                       log_softmax, redispatch, register, register_device, register_fallback, register_kernel, softmax,
+                       where)
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -795,7 +796,12 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 #
 # Moving a tensor to another device is a **copy between memories**: from the
 # CPU's to a GPU's over PCIe, or back. Torch does it with `cudaMemcpy` (when the
-# layout allows) and a copy kernel. Write:
+# layout allows) and a copy kernel. `x.to(...)` is two operators in torch:
+# `to` reads the arguments and returns `x` itself when nothing changes; else it
+# calls `_to_copy(x, dtype, device)`, the copy, which autograd records.
+# Chapter 03 made `"_to_copy"(x, dtype)` convert; the given cell adds torch's
+# `device` argument to its Autograd kernel (`ToCopy`): the gradient goes back
+# converted to `x`'s dtype **and moved to `x`'s device**. Write:
 #
 # - `move(t, device)`: a new **contiguous** tensor on `device` with `t`'s
 #   values, shape and dtype. `t` may be on any device, in any layout (a
@@ -805,51 +811,42 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 #   `torch.Tensor.copy_` copies across devices and layouts — then wrap it with
 #   `wrap_torch(dest, device)`. (On `"emu"` the memory is the CPU's; the copy is
 #   still a copy: the new tensor shares nothing with `t`.)
-# - `Tensor.to(*args, **kwargs)`: your `to` is registered (for both keys, `CPU`
-#   and `CUDA`) in place of chapter 03's CPU kernel of `"to"`; the arguments are
+# - `to_copy(x, dtype=None, device=None)`, the kernel of `"_to_copy"` for both
+#   keys, `CPU` and `CUDA` (`None`: `x`'s own): always a new tensor. A dtype
+#   change converts with `dispatch("cast", t, dtype)`, the `"cast"` kernel of
+#   `t`'s device; a device change is your `move`. When both change, convert
+#   on the CPU if either end is the CPU — first when `x` is on the CPU, last
+#   otherwise — and on the device when both ends are devices. (Your kernels
+#   will do the conversion on a device from exercise 7 on; until then only the
+#   CPU has a `"cast"` kernel.)
+# - `Tensor.to(*args, **kwargs)`: your `to` is registered (for `CPU` and
+#   `CUDA`) in place of chapter 03's CPU kernel of `"to"`; the arguments are
 #   read by chapter 03's `parse_to` (`to("emu")`, `to(float64)`,
-#   `to("cuda", float64)`, `to(device=..., dtype=...)`, `to(other_tensor)`),
-#   then:
-#   - the tensor **itself** when neither the device nor the dtype changes (as in
-#     torch: `x.to("cpu") is x` for a CPU tensor);
-#   - a dtype change with `ToDType.apply(t, dtype)` (given: it converts with the
-#     `"cast"` kernel of the tensor's device, and autograd sends the gradient
-#     back in the old dtype);
-#   - a device change with `ToDevice.apply(t, device)` (given: it calls your
-#     `move`, and autograd moves the gradient back).
-#
-#   When both change, convert on the CPU if either end is the CPU — first when
-#   `self` is on the CPU, last otherwise — and on the device when both ends are
-#   devices. (Your kernels will do the conversion on a device from exercise 7
-#   on; until then only the CPU has a `"cast"` kernel.)
+#   `to("cuda", float64)`, `to(device=..., dtype=...)`, `to(other_tensor)`).
+#   It returns the tensor **itself** when neither the device nor the dtype
+#   changes (as in torch: `x.to("cpu") is x` for a CPU tensor,
+#   `x.to(x.dtype) is x`), else `dispatch("_to_copy", self, dtype, device)`.
 #
 # The given `cpu()` and `cuda()` call `to`. Without a GPU, `to("cuda")` fails in
 # `torch_device` with `NO_GPU`, which says what to use instead.
+#
+# Real PyTorch: `to` and `_to_copy` in [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
 
 # %% reference=true
-class ToDevice(Function):
-    """x.to(device): a copy on another device; the gradient goes back to x's device."""
+@register("_to_copy")
+class ToCopyOnDevices(ToCopy):
+    """Chapter 03's Autograd kernel of "_to_copy", with torch's `device` argument: `_to_copy(x, dtype, device)`
+    records one node, whose gradient goes back converted to x's dtype and moved to x's device."""
 
     @staticmethod
-    def forward(ctx, x, device):
-        ctx.source = x.device
-        return move(x, device)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return move(grad, ctx.source), None
-
-
-class ToDType(Function):
-    """x.to(dtype): a converted copy on x's device; the gradient goes back converted to x's dtype (by the engine)."""
-
-    @staticmethod
-    def forward(ctx, x, dtype):
-        return dispatch("cast", x, dtype)
+    def forward(ctx, x, dtype, device=None):
+        ctx.dtype, ctx.device = x.dtype, x.device
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, None
+        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
+        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
 
 
 # %% solution="ex_to" reference=true
@@ -863,6 +860,25 @@ def move(t: Tensor, device) -> Tensor:
     ### END SOLUTION
 
 
+def to_copy(x: Tensor, dtype=None, device=None) -> Tensor:
+    """A new tensor with x's values converted to `dtype` and on `device` (None: x's own)."""
+    ### BEGIN SOLUTION
+    dtype = x.dtype if dtype is None else dtype
+    device = x.device if device is None else Device(device)
+    out = x
+    if dtype is not out.dtype and out.device == CPU:
+        out = dispatch("cast", out, dtype)
+    if device != out.device:
+        out = move(out, device)
+    if dtype is not out.dtype:
+        out = dispatch("cast", out, dtype)
+    return move(x, device) if out is x else out  # nothing changed: still a copy, as torch's _to_copy
+    ### END SOLUTION
+
+
+register_kernel("_to_copy", DispatchKey.CPU, DispatchKey.CUDA)(to_copy)
+
+
 @register_kernels(DispatchKey.CPU, DispatchKey.CUDA)
 class To:
     def to(self, *args, **kwargs) -> "Tensor":
@@ -872,14 +888,9 @@ class To:
         where = torch_device(device)  # no GPU: the error that says so, before anything happens
         if device.type == "cuda":
             device = Device(where)  # "cuda" is the current GPU, as in torch: x.to("cuda") of x there is x
-        out = self
-        if dtype is not None and self.device == CPU:
-            out = ToDType.apply(out, dtype) if dtype is not out.dtype else out
-        if device != out.device:
-            out = ToDevice.apply(out, device)
-        if dtype is not None and dtype is not out.dtype:
-            out = ToDType.apply(out, dtype)
-        return out
+        if device == self.device and (dtype is None or dtype is self.dtype):
+            return self
+        return dispatch("_to_copy", self, dtype, device)
         ### END SOLUTION
 
 
@@ -928,7 +939,14 @@ for what, got, own in [("x.to(float32) of a float32 x on the CPU", xc.to(float32
                        ("x.to(float32) of a float32 x on emu", xe.to(float32), xe), ("x.to(x) of x on emu", xe.to(xe), xe)]:
     assert got is own, f"{what} must return x itself, as torch's x.to(x.dtype) is x; it returned a copy"
 expect_moved(xe.to("cpu", float64), x.double(), "cpu", "x.to('emu').to('cpu', float64)")
-expect_moved(from_torch(x.clone()).to("emu", torch.float64), x.double(), "emu", "x.to('emu', torch.float64)")
+for t, place in [(xc, "the CPU"), (xe, "emu")]:
+    copied = dispatch("_to_copy", t, None, None)
+    assert copied is not t and copied.to_torch().data_ptr() != t.to_torch().data_ptr(), \
+        f"_to_copy(x) of x on {place} must be a new tensor, as torch's aten._to_copy(x) is; it returned x's memory"
+    compare.assert_matches(copied, torch.ops.aten._to_copy(t.to_torch()), f"_to_copy(x) of x on {place}")
+with launching("x.to('emu', torch.float64) of a float32 x on the CPU (convert on the CPU, then move)"):
+    converted = from_torch(x.clone()).to("emu", torch.float64)
+expect_moved(converted, x.double(), "emu", "x.to('emu', torch.float64)")
 if not GPU:
     compare.assert_raises(RuntimeError, from_torch(x).to, "x.to('cuda') without a GPU", "cuda")
     try:
@@ -2820,9 +2838,12 @@ def cuda_matmul(a: Tensor, b: Tensor) -> Tensor:
 #
 # Write `softmax_rows<T>(out, x, rows, cols, log_softmax)` and
 # `launch_softmax(out, x, log=False, max_blocks=MAX_BLOCKS)`, with blocks of
-# `reduction_threads(cols, SOFTMAX_THREADS)` threads. The given code
-# after it makes `softmax(x, dim, log=False)` an operation of every backend
-# (`log=True` for log_softmax), with its backward formulas.
+# `reduction_threads(cols, SOFTMAX_THREADS)` threads. The given code after it
+# registers your kernel as the `CUDA` kernel of chapter 04's operators
+# `"softmax"` and `"log_softmax"`, and their backward formulas
+# (`"_softmax_backward_data"`, `"_log_softmax_backward_data"`) with the
+# backend's operations: from then on chapter 04's `softmax(x, dim)`,
+# `log_softmax` and `cross_entropy` run on the device, backward included.
 #
 # Real PyTorch: [`aten/src/ATen/native/cuda/SoftMax.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/SoftMax.cu);
 # [FlashAttention](https://arxiv.org/abs/2205.14135) rests on computing this
@@ -2898,54 +2919,20 @@ def _softmax_on_device(x: Tensor, dim: int, log: bool) -> Tensor:
     return out.view(moved.shape).permute(*inverse)
 
 
-class SoftmaxFunction(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        out = dispatch("softmax", x, dim)
-        ctx.dim = dim
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
-
-
-class LogSoftmaxFunction(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        out = dispatch("log_softmax", x, dim)
-        ctx.dim = dim
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None
-
-
-def _softmax_cpu(x: Tensor, dim: int, log: bool) -> Tensor:
-    values = x.numpy()
-    axis = wrap_dim(dim, x.dim()) if x.dim() else None
-    with np.errstate(all="ignore"):
-        shifted = values - values.max(axis=axis, keepdims=True)
-        total = np.exp(shifted).sum(axis=axis, keepdims=True)
-        out = shifted - np.log(total) if log else np.exp(shifted) / total
-    return Tensor(Storage(np.ascontiguousarray(out, x.dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
-
-
+# The CUDA kernels of chapter 04's operators: softmax and log_softmax with your kernel, their backward formulas
+# with the backend's operations (the same formulas as chapter 04's CPU kernels).
 register_cuda_kernel("softmax")(lambda x, dim: _softmax_on_device(x, dim, False))
 register_cuda_kernel("log_softmax")(lambda x, dim: _softmax_on_device(x, dim, True))
-register_kernel("softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, False))
-register_kernel("log_softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, True))
 
 
-def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
-    """softmax(x) along `dim` (log=True: log_softmax), on any device, differentiable."""
-    wrap_dim(dim, x.dim())
-    return (LogSoftmaxFunction if log else SoftmaxFunction).apply(x, dim)
+@register_cuda_kernel("_softmax_backward_data")
+def softmax_backward_cuda(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    return output * (grad - (grad * output).sum(dim, keepdim=True))
+
+
+@register_cuda_kernel("_log_softmax_backward_data")
+def log_softmax_backward_cuda(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    return grad - output.exp() * grad.sum(dim, keepdim=True)
 
 
 # %% tests="ex_softmax" points=3
@@ -2974,6 +2961,16 @@ expect_softmax_rows(2, 40, torch.float64, log=True)
 x = torch.randn(3, 4, 5)
 compare.assert_matches(softmax(on_device(x), 1), torch.softmax(x, 1).to(torch_device(DEVICE)),
                        f"softmax(x, 1) on {DEVICE} where x: {describe(x)}", rtol=1e-5, atol=1e-6)
+leaf, theirs = on_device(x).requires_grad_(), x.clone().to(torch_device(DEVICE)).requires_grad_()
+what = f"log_softmax(x, 2) on {DEVICE} where x: {describe(x)} requires grad"
+with launching(what):
+    out, walk = kernels_run("log_softmax", lambda: log_softmax(leaf, 2))
+compare.assert_equal(walk, ["Autograd", "CUDA"], f"the kernels that {what} runs (chapter 04's operator, your kernel)")
+g = torch.randn(3, 4, 5)
+with launching(what + ", then backward(g)"):
+    out.backward(on_device(g))
+torch.log_softmax(theirs, 2).backward(g.to(torch_device(DEVICE)))
+compare.assert_matches(leaf.grad, theirs.grad, what + ", then backward(g): the gradient", rtol=1e-5, atol=1e-5)
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_softmax_rows(draw):
@@ -2996,7 +2993,7 @@ def test_backend_softmax(draw):  # through the backend, backward included
     leaf = on_device(t).requires_grad_()
     theirs = t.clone().to(torch_device(DEVICE)).requires_grad_()
     with launching(what):
-        out = softmax(leaf, dim, log)
+        out = (log_softmax if log else softmax)(leaf, dim)
     want = (torch.log_softmax if log else torch.softmax)(theirs, dim)
     compare.assert_matches(out, want.detach(), what, rtol=1e-5, atol=1e-5)
     g = draw.randn(t.shape).to(torch_device(DEVICE))
@@ -3016,14 +3013,15 @@ for_random_inputs(test_backend_softmax, 3)
 #
 # Chapter 02's autograd needs nothing new: its `Function`s redispatch below the
 # `Autograd` key, which reaches the `CUDA` kernels for device tensors, so their
-# forward and backward run wherever the tensors are. Two
-# pieces of chapters 03 and 04 compute with NumPy directly, though, and cannot
-# run on a device: the CPU kernels of chapter 03's fused `LinearFunction`, and
-# chapter 04's losses and optimizers. `LinearFunction`'s forward and backward
-# are the operators `"linear"` and `"linear_backward"`, so the next cell
-# registers their `CUDA` kernels (`x @ W.T + b` and its gradients, with your
-# kernels), exactly as chapter 03 registered the CPU ones, and gives
-# `arange_on(n, device)`.
+# forward and backward run wherever the tensors are. Chapters 03 and 04 call
+# operators too: chapter 03's `Linear` is the operator `"linear"` (backward:
+# `"linear_backward"`), chapter 04's `cross_entropy` is `"log_softmax"` (your
+# kernel since exercise 14) then `"nll_loss"` (backward: `"nll_loss_backward"`),
+# and chapter 04's `SGD` steps with in-place operators (`p.sub_(...)`). Each
+# needs a `CUDA` kernel, exactly as chapters 03 and 04 registered the `CPU`
+# ones. The next cell registers the linear ones (`x @ W.T + b` and its
+# gradients, with your kernels) and gives `arange_on(n, device)`; the loss is
+# yours.
 
 # %% reference=true
 @register_cuda_kernel("linear")
@@ -3048,74 +3046,103 @@ def arange_on(n: int, device) -> Tensor:
 
 
 # %% [markdown]
-# ## Exercise 15 — an MLP trained on the device, with your kernels
+# ## Exercise 15 — the loss on the device: an MLP trained with your kernels
 #
-# Write the three pieces of a training loop that runs wherever its tensors are,
-# with the backend's operations only (no NumPy: `.numpy()` of a device tensor is
-# an error, so you cannot fall back on the CPU by accident):
+# Write the `CUDA` kernels of chapter 04's `"nll_loss"` and
+# `"nll_loss_backward"`, with the backend's operations only (no NumPy:
+# `.numpy()` of a device tensor is an error, so you cannot fall back on the CPU
+# by accident). The arguments are chapter 04's: `log_probs` `(N, C)` (or one
+# sample, `(C,)`), int64 class indices `target` `(N,)` (or `()`), `weight`
+# (always `None` in picotorch), `reduction` (`"mean"`, `"sum"` or `"none"`)
+# and `ignore_index` (a sample whose target is it counts for nothing, not even
+# in the mean's denominator).
 #
-# - `cross_entropy_on_device(logits, target)`: the mean over the batch of
-#   `-log_softmax(logits)[i, target[i]]`, for `logits` `(N, C)` and int64 class
-#   indices `target` `(N,)`. Pick the target's entries with a **one-hot mask**:
-#   `target.unsqueeze(1) == arange_on(C, device)` is `(N, C)`, `True` where the
-#   column is the target (a comparison kernel); multiply it with the
-#   log-probabilities (`softmax(logits, -1, log=True)`), sum each row, average.
-# - `sgd_step(params, lr)`: `p -= lr * p.grad` for each parameter that has a
-#   gradient, **in place** (an optimizer holds these very tensors) and inside
-#   `no_grad()`.
-# - `train(model, x, y, steps, lr, device)`: move the model (`model.to(device)`,
-#   chapter 03) and the data there, then `steps` full-batch steps — clear the
-#   gradients (`p.grad = None`), forward, loss, `backward()`, `sgd_step` — and
-#   return the list of the losses as Python floats (`loss.item()`: the one
-#   number that comes back to the CPU each step).
+# - `nll_loss_cuda`: each sample's loss is `-log_probs[i, target[i]]`. Pick the
+#   target's entries with a **one-hot mask**: `target.unsqueeze(1) ==
+#   arange_on(C, device)` is `(N, C)`, `True` where the column is the target (a
+#   comparison kernel). Select with chapter 02's `where(mask, log_probs, 0.0)`
+#   rather than multiplying by the mask: a log-probability may be `-inf`, and
+#   `-inf * 0` is `nan`. Sum each row, zero the ignored samples, then reduce:
+#   `"none"` keeps the `N` losses (a 0-dim tensor for one sample), `"sum"` adds
+#   them, `"mean"` divides the sum by the number of counted samples.
+# - `nll_loss_backward_cuda`: the gradient of `log_probs` for `grad`, that of
+#   the reduced loss: `-grad` (each sample's share of it: divided by the count
+#   for `"mean"`, at least 1; a sample's own entry for `"none"`) at each counted
+#   sample's target, 0 elsewhere, in `log_probs`' shape.
+#
+# Like torch's CUDA kernel, yours does not check the targets' range (torch's
+# fails with a device-side assert; reading a value back to check it would make
+# the CPU wait for the GPU at every step).
 #
 # The tests train the same MLP, from the same weights, on digits (chapter 04's
-# data), in torch on the CPU — or on the GPU — and compare every loss, and
+# data), with chapter 04's `cross_entropy` and `SGD`, in picotorch on your
+# device and in torch on the CPU — or on the GPU — and compare every loss, and
 # every weight at the end; they also count the launches of your kernels.
+#
+# Real PyTorch: [`aten/src/ATen/native/cuda/Loss.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/Loss.cu)
+# (`nll_loss_forward_out_cuda_template`, with one thread block reducing the losses).
 
 # %% solution="ex_mlp" reference=true
-def cross_entropy_on_device(logits: Tensor, target: Tensor) -> Tensor:
-    """The mean cross-entropy of logits (N, C) and int64 targets (N,), on their device."""
+@register_cuda_kernel("nll_loss")
+def nll_loss_cuda(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    """-log_probs[i, target[i]] for each sample i (0 where target[i] is ignore_index), reduced."""
     ### BEGIN SOLUTION
-    log_probs = softmax(logits, -1, log=True)
-    one_hot = target.unsqueeze(1) == arange_on(logits.shape[1], logits.device)
-    return -(log_probs * one_hot).sum(1).mean()
+    scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
+    labels = target.reshape(-1)
+    counted = labels != ignore_index
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    losses = where(counted, -where(one_hot, scores, 0.0).sum(1), 0.0)
+    if reduction == "none":
+        return losses.reshape(()) if log_probs.dim() == 1 else losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / counted.sum()
     ### END SOLUTION
 
 
-def sgd_step(params, lr: float) -> None:
-    """p -= lr * p.grad, in place, for every parameter with a gradient."""
+@register_cuda_kernel("nll_loss_backward")
+def nll_loss_backward_cuda(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
+                           ignore_index: int) -> Tensor:
+    """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
     ### BEGIN SOLUTION
-    with no_grad():
-        for p in params:
-            if p.grad is not None:
-                p -= lr * p.grad
-    ### END SOLUTION
-
-
-def train(model, x: Tensor, y: Tensor, steps: int, lr: float, device) -> list:
-    """Full-batch SGD on `device`: the loss of each step, as floats."""
-    ### BEGIN SOLUTION
-    model.to(device)
-    x, y = x.to(device), y.to(device)
-    losses = []
-    for _ in range(steps):
-        for p in model.parameters():
-            p.grad = None
-        loss = cross_entropy_on_device(model(x), y)
-        loss.backward()
-        sgd_step(model.parameters(), lr)
-        losses.append(loss.item())
-    return losses
+    scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
+    labels = target.reshape(-1)
+    counted = labels != ignore_index
+    sample = grad.reshape(-1).expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    if reduction == "mean":
+        count = counted.sum()
+        sample = sample / where(count > 0, count, 1)
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    return where(one_hot, -sample.unsqueeze(1), 0.0).reshape(log_probs.shape)
     ### END SOLUTION
 
 
 # %% tests="ex_mlp" points=3
 from course.cuda.status import Where, recording
 from course.datasets import load_digits
-from picotorch import Linear, ReLU, Sequential
+from picotorch import SGD, Linear, ReLU, Sequential, cross_entropy, nll_loss
 
 DIGITS = load_digits()
+
+
+def expect_nll(log_probs: torch.Tensor, target: torch.Tensor, reduction="mean", ignore_index=-100):
+    """nll_loss on the device against torch's, forward and backward (a random gradient for "none")."""
+    where_to = torch_device(DEVICE)
+    what = (f"nll_loss(x, target, reduction={reduction!r}, ignore_index={ignore_index}) on {DEVICE} where x: "
+            f"{describe(log_probs)}, target {target.tolist()}")
+    theirs = log_probs.clone().to(where_to).requires_grad_()
+    want = torch.nn.functional.nll_loss(theirs, target.to(where_to), reduction=reduction, ignore_index=ignore_index)
+    leaf = on_device(log_probs).requires_grad_()
+    with launching(what):
+        got, walk = kernels_run("nll_loss", lambda: nll_loss(leaf, on_device(target), reduction, ignore_index))
+    compare.assert_equal(walk, ["Autograd", "CUDA"], f"the kernels that {what} runs")
+    compare.assert_equal(tuple(got.shape), tuple(want.shape), f"({what}).shape")
+    compare.assert_matches(got, want.detach(), what, rtol=1e-5, atol=1e-6)
+    g = torch.randn(want.shape, dtype=want.dtype)
+    want.backward(g.to(where_to))
+    with launching(what + ", then backward(g)"):
+        got.backward(on_device(g))
+    compare.assert_matches(leaf.grad, theirs.grad, what + ", then backward(g): the gradient of x", rtol=1e-5,
+                           atol=1e-6)
 
 
 def twin_mlp(sizes):
@@ -3136,19 +3163,27 @@ def twin_mlp(sizes):
     return ours, theirs
 
 
-def torch_train(model, x, y, steps, lr, device):
-    model.to(device)
-    x, y = x.to(device), y.to(device)
-    losses = []
+def train_both(ours, theirs, x, y, steps, lr, device):
+    """The same full-batch loop in picotorch (on `device`, chapter 04's cross_entropy and SGD) and in torch (on
+    torch's side of `device`): the losses of each, as floats."""
+    ours.to(device)
+    theirs.to(torch_device(device))
+    xs, ys = from_torch(x.clone()).to(device), from_torch(y.clone()).to(device)
+    xt, yt = x.to(torch_device(device)), y.to(torch_device(device))
+    ours_opt, theirs_opt = SGD(ours.parameters(), lr=lr), torch.optim.SGD(theirs.parameters(), lr=lr)
+    mine, want = [], []
     for _ in range(steps):
-        model.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        ours_opt.zero_grad()
+        loss = cross_entropy(ours(xs), ys)
         loss.backward()
-        with torch.no_grad():
-            for p in model.parameters():
-                p -= lr * p.grad
-        losses.append(loss.item())
-    return losses
+        ours_opt.step()
+        mine.append(loss.item())
+        theirs_opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(theirs(xt), yt)
+        loss.backward()
+        theirs_opt.step()
+        want.append(loss.item())
+    return mine, want
 
 
 def expect_training(sizes, n, steps, lr):
@@ -3156,13 +3191,11 @@ def expect_training(sizes, n, steps, lr):
     x = torch.from_numpy(DIGITS.train_images[rows.numpy()][:, :sizes[0]].copy())
     y = torch.from_numpy(DIGITS.train_labels[rows.numpy()].copy()) % sizes[-1]
     ours, theirs = twin_mlp(sizes)
-    what = f"train(an MLP {' -> '.join(map(str, sizes))}, {n} digits, steps={steps}, lr={lr}, '{DEVICE}')"
+    what = (f"an MLP {' -> '.join(map(str, sizes))} trained on {n} digits on '{DEVICE}' by chapter 04's SGD "
+            f"(lr={lr}, {steps} steps) and cross_entropy")
     with recording() as launches:
         with launching(what):
-            losses = train(ours, from_torch(x.clone()), from_torch(y.clone()), steps, lr, DEVICE)
-    want = torch_train(theirs, x, y, steps, lr, torch_device(DEVICE))
-    assert isinstance(losses, list) and all(isinstance(v, float) for v in losses), \
-        f"{what} must return a list of floats (loss.item() of each step), not {type(losses).__name__}"
+            losses, want = train_both(ours, theirs, x, y, steps, lr, DEVICE)
     compare.assert_matches(torch.tensor(losses), torch.tensor(want), f"{what}: the loss of each step",
                            rtol=1e-4, atol=1e-5)
     weights = dict(theirs.named_parameters())
@@ -3176,35 +3209,36 @@ def expect_training(sizes, n, steps, lr):
     return losses, len(launches)
 
 
+scores = torch.log_softmax(torch.randn(5, 3), 1)
+labels = torch.tensor([0, 2, 1, 1, 0])
+for reduction in ("mean", "sum", "none"):
+    expect_nll(scores, labels, reduction)
+expect_nll(scores, labels, "mean", ignore_index=1)  # two samples count for nothing, in the mean's count too
+expect_nll(scores, labels, "none", ignore_index=0)
+expect_nll(scores[1], labels[1], "none")            # one sample, (C,): a 0-dim loss
+expect_nll(torch.tensor([[0.0, -math.inf], [-math.inf, 0.0]]), torch.tensor([0, 1]))  # -inf where no target is
 losses, launched = expect_training((64, 16, 10), 48, 4, 0.5)
 print(f"losses on {DEVICE}: {', '.join(f'{v:.4f}' for v in losses)} ({launched} kernel launches)")
-logits = on_device(torch.randn(5, 3))
-target = on_device(torch.tensor([0, 2, 1, 1, 0]))
-compare.assert_matches(cross_entropy_on_device(logits, target),
-                       torch.nn.functional.cross_entropy(logits.to_torch(), target.to_torch()),
-                       f"cross_entropy_on_device(logits (5, 3), target (5,)) on {DEVICE}", rtol=1e-5, atol=1e-6)
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
+def test_nll(draw):
+    n, c = draw(1, 6), draw(1, 5)
+    scores = torch.log_softmax(draw.randn(n, c, dtype=draw.choice([torch.float32, torch.float64])) * 3, 1)
+    labels = torch.tensor([draw(0, c - 1) for _ in range(n)])
+    reduction = draw.choice(["mean", "sum", "none"])
+    ignore_index = draw.choice([-100, -100, 0, c - 1])
+    if reduction == "mean" and bool((labels == ignore_index).all()):
+        return  # every sample ignored: 0 / 0, tested on the CPU in chapter 04
+    if draw(0, 4) == 0:
+        expect_nll(scores[0], labels[0], reduction, ignore_index)
+    else:
+        expect_nll(scores, labels, reduction, ignore_index)
+
+
+for_random_inputs(test_nll, 12)
 losses, _ = expect_training((64, inputs.randint(8, 24), 10), inputs.randint(20, 60), 5, inputs.choice([0.2, 0.5, 1.0]))
 assert losses[-1] < losses[0], f"training with your kernels did not lower the loss: {losses}"
 expect_training((32, 12, 8, 10), 30, 3, 0.3)
-logits = inputs.randn(7, 4, dtype=torch.float64)
-target = torch.tensor([inputs.randint(0, 3) for _ in range(7)])
-leaf = on_device(logits).requires_grad_()
-theirs = logits.clone().to(torch_device(DEVICE)).requires_grad_()
-loss = cross_entropy_on_device(leaf, on_device(target))
-want = torch.nn.functional.cross_entropy(theirs, target.to(torch_device(DEVICE)))
-compare.assert_matches(loss, want.detach(), f"cross_entropy_on_device(float64 logits (7, 4), target) on {DEVICE}")
-loss.backward()
-want.backward()
-compare.assert_matches(leaf.grad, theirs.grad, f"the gradient of cross_entropy_on_device(float64 logits (7, 4), target)")
-ps = [on_device(torch.ones(3)), on_device(torch.ones(2, 2))]
-ps[0].grad = on_device(torch.tensor([1.0, 2.0, 3.0]))
-before = ps[0]
-sgd_step(ps, 0.5)
-assert ps[0] is before, "sgd_step must change the parameters in place"
-compare.assert_matches(ps[0], torch.tensor([0.5, 0.0, -0.5]).to(torch_device(DEVICE)), "sgd_step([p, q], 0.5) with p.grad [1, 2, 3]")
-compare.assert_matches(ps[1], torch.ones(2, 2).to(torch_device(DEVICE)), "sgd_step: a parameter without .grad is left alone")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3408,10 +3442,10 @@ compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has ex
 
 # %% reference=true
 # The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
-# exercises' aids (train, sgd_step: the framework trains with chapter 04's SGD); the dispatcher is chapter 01's.
+# exercises' aids: the tests' helpers stay in the test cells; the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
-           "VIEWS", "cpu_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
+           "VIEWS", "cpu_kernel", "ToCopyOnDevices", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
@@ -3420,8 +3454,8 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "use_kernels", "reduction_layout", "cuda_sum", "cuda_mean", "SUM_WARP", "launch_sum_rows_warp",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
-           "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "softmax_backward_cuda", "log_softmax_backward_cuda", "linear_cuda", "linear_backward_cuda", "arange_on",
+           "nll_loss_cuda", "nll_loss_backward_cuda", "MODE_STACK", "LoggingMode", "mode_fallback"]
 
 # %% [markdown]
 # ## What runs where, and what to read next

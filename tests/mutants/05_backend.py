@@ -68,11 +68,21 @@ MUTANTS = {
     dest.copy_(source)
 """, """    dest = source.to(torch_device(device))
 """)),
-        "to() moves even when the tensor is already on the device":
-            _wrong("ex_to", ("if device != out.device:", "if True:")),
-        "x.to(its own dtype) on the CPU makes a copy (torch returns x itself)":
-            _wrong("ex_to", ("out = ToDType.apply(out, dtype) if dtype is not out.dtype else out",
-                             "out = ToDType.apply(out, dtype)")),
+        "to() copies even when neither the device nor the dtype changes":
+            _wrong("ex_to", ("""        if device == self.device and (dtype is None or dtype is self.dtype):
+            return self
+""", "")),
+        "x.to(its own dtype) makes a copy (torch returns x itself)":
+            _wrong("ex_to", ("if device == self.device and (dtype is None or dtype is self.dtype):",
+                             "if device == self.device and dtype is None:")),
+        "_to_copy returns x itself when nothing changes (torch's _to_copy always copies)":
+            _wrong("ex_to", ("return move(x, device) if out is x else out", "return out")),
+        "_to_copy converts on the device before a move from the CPU, where only the CPU can convert yet":
+            _wrong("ex_to", ("""    if dtype is not out.dtype and out.device == CPU:
+        out = dispatch("cast", out, dtype)
+""", "")),
+        "the device is left out of the _to_copy call: to('emu') stays on the CPU":
+            _wrong("ex_to", ('return dispatch("_to_copy", self, dtype, device)', 'return dispatch("_to_copy", self, dtype)')),
     },
     "ex_launch": {
         "floor instead of ceiling: the ragged last block is left out":
@@ -210,14 +220,25 @@ MUTANTS = {
         __syncthreads();""", """        m = partial[0];""")),
     },
     "ex_mlp": {
-        "sgd_step makes new tensors instead of changing the parameters in place":
-            _wrong("ex_mlp", ("p -= lr * p.grad", "p = p - lr * p.grad")),
-        "the loss is summed over the batch instead of averaged":
-            _wrong("ex_mlp", ("return -(log_probs * one_hot).sum(1).mean()", "return -(log_probs * one_hot).sum(1).sum()")),
-        "gradients are not cleared between steps":
-            _wrong("ex_mlp", ("""        for p in model.parameters():
-            p.grad = None
+        "the mean divides by the batch size, ignored samples included":
+            _wrong("ex_mlp", ('return total if reduction == "sum" else total / counted.sum()',
+                              'return total if reduction == "sum" else total / labels.shape[0]')),
+        "ignored samples keep their loss":
+            _wrong("ex_mlp", ("losses = where(counted, -where(one_hot, scores, 0.0).sum(1), 0.0)",
+                              "losses = -where(one_hot, scores, 0.0).sum(1)")),
+        "the one-hot mask multiplied in: -inf * 0 is nan":
+            _wrong("ex_mlp", ("-where(one_hot, scores, 0.0).sum(1)", "-(scores * one_hot).sum(1)")),
+        "the loss of one sample (C,) with reduction='none' has shape (1,), not ()":
+            _wrong("ex_mlp", ("return losses.reshape(()) if log_probs.dim() == 1 else losses", "return losses")),
+        "the gradient at the target is +grad, not -grad":
+            _wrong("ex_mlp", ("return where(one_hot, -sample.unsqueeze(1), 0.0)", "return where(one_hot, sample.unsqueeze(1), 0.0)")),
+        "the mean's gradient is not divided by the count":
+            _wrong("ex_mlp", ("""    if reduction == "mean":
+        count = counted.sum()
+        sample = sample / where(count > 0, count, 1)
 """, "")),
+        "ignored samples get a gradient":
+            _wrong("ex_mlp", ("sample = grad.reshape(-1).expand(labels.shape) * counted", "sample = grad.reshape(-1).expand(labels.shape)")),
     },
     "ex_mode": {
         "the fallback does not exclude its key while the operator runs: the kernels' own calls are logged":

@@ -13,8 +13,9 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, redispatch,
-                       register_device, register_fallback, register_kernel)
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, ToCopy, dispatch, key_names, key_set,
+                       log_softmax, redispatch, register, register_device, register_fallback, register_kernel, softmax,
+                       where)
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -299,29 +300,20 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
     return t
 
 
-class ToDevice(Function):
-    """x.to(device): a copy on another device; the gradient goes back to x's device."""
+@register("_to_copy")
+class ToCopyOnDevices(ToCopy):
+    """Chapter 03's Autograd kernel of "_to_copy", with torch's `device` argument: `_to_copy(x, dtype, device)`
+    records one node, whose gradient goes back converted to x's dtype and moved to x's device."""
 
     @staticmethod
-    def forward(ctx, x, device):
-        ctx.source = x.device
-        return move(x, device)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return move(grad, ctx.source), None
-
-
-class ToDType(Function):
-    """x.to(dtype): a converted copy on x's device; the gradient goes back converted to x's dtype (by the engine)."""
-
-    @staticmethod
-    def forward(ctx, x, dtype):
-        return dispatch("cast", x, dtype)
+    def forward(ctx, x, dtype, device=None):
+        ctx.dtype, ctx.device = x.dtype, x.device
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, None
+        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
+        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
 
 
 def move(t: Tensor, device) -> Tensor:
@@ -332,6 +324,23 @@ def move(t: Tensor, device) -> Tensor:
     return wrap_torch(dest, device)
 
 
+def to_copy(x: Tensor, dtype=None, device=None) -> Tensor:
+    """A new tensor with x's values converted to `dtype` and on `device` (None: x's own)."""
+    dtype = x.dtype if dtype is None else dtype
+    device = x.device if device is None else Device(device)
+    out = x
+    if dtype is not out.dtype and out.device == CPU:
+        out = dispatch("cast", out, dtype)
+    if device != out.device:
+        out = move(out, device)
+    if dtype is not out.dtype:
+        out = dispatch("cast", out, dtype)
+    return move(x, device) if out is x else out  # nothing changed: still a copy, as torch's _to_copy
+
+
+register_kernel("_to_copy", DispatchKey.CPU, DispatchKey.CUDA)(to_copy)
+
+
 @register_kernels(DispatchKey.CPU, DispatchKey.CUDA)
 class To:
     def to(self, *args, **kwargs) -> "Tensor":
@@ -340,14 +349,9 @@ class To:
         where = torch_device(device)  # no GPU: the error that says so, before anything happens
         if device.type == "cuda":
             device = Device(where)  # "cuda" is the current GPU, as in torch: x.to("cuda") of x there is x
-        out = self
-        if dtype is not None and self.device == CPU:
-            out = ToDType.apply(out, dtype) if dtype is not out.dtype else out
-        if device != out.device:
-            out = ToDevice.apply(out, device)
-        if dtype is not None and dtype is not out.dtype:
-            out = ToDType.apply(out, dtype)
-        return out
+        if device == self.device and (dtype is None or dtype is self.dtype):
+            return self
+        return dispatch("_to_copy", self, dtype, device)
 
 
 C_TYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "long long", torch.bool: "bool"}
@@ -1116,54 +1120,20 @@ def _softmax_on_device(x: Tensor, dim: int, log: bool) -> Tensor:
     return out.view(moved.shape).permute(*inverse)
 
 
-class SoftmaxFunction(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        out = dispatch("softmax", x, dim)
-        ctx.dim = dim
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
-
-
-class LogSoftmaxFunction(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        out = dispatch("log_softmax", x, dim)
-        ctx.dim = dim
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None
-
-
-def _softmax_cpu(x: Tensor, dim: int, log: bool) -> Tensor:
-    values = x.numpy()
-    axis = wrap_dim(dim, x.dim()) if x.dim() else None
-    with np.errstate(all="ignore"):
-        shifted = values - values.max(axis=axis, keepdims=True)
-        total = np.exp(shifted).sum(axis=axis, keepdims=True)
-        out = shifted - np.log(total) if log else np.exp(shifted) / total
-    return Tensor(Storage(np.ascontiguousarray(out, x.dtype.numpy).reshape(-1)), x.shape, contiguous_strides(x.shape), 0)
-
-
+# The CUDA kernels of chapter 04's operators: softmax and log_softmax with your kernel, their backward formulas
+# with the backend's operations (the same formulas as chapter 04's CPU kernels).
 register_cuda_kernel("softmax")(lambda x, dim: _softmax_on_device(x, dim, False))
 register_cuda_kernel("log_softmax")(lambda x, dim: _softmax_on_device(x, dim, True))
-register_kernel("softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, False))
-register_kernel("log_softmax", DispatchKey.CPU)(lambda x, dim: _softmax_cpu(x, dim, True))
 
 
-def softmax(x: Tensor, dim: int = -1, log: bool = False) -> Tensor:
-    """softmax(x) along `dim` (log=True: log_softmax), on any device, differentiable."""
-    wrap_dim(dim, x.dim())
-    return (LogSoftmaxFunction if log else SoftmaxFunction).apply(x, dim)
+@register_cuda_kernel("_softmax_backward_data")
+def softmax_backward_cuda(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    return output * (grad - (grad * output).sum(dim, keepdim=True))
+
+
+@register_cuda_kernel("_log_softmax_backward_data")
+def log_softmax_backward_cuda(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    return grad - output.exp() * grad.sum(dim, keepdim=True)
 
 
 @register_cuda_kernel("linear")
@@ -1187,34 +1157,33 @@ def arange_on(n: int, device) -> Tensor:
     return move(Tensor(Storage(np.arange(n, dtype=np.int64)), (n,), (1,), 0), device)
 
 
-def cross_entropy_on_device(logits: Tensor, target: Tensor) -> Tensor:
-    """The mean cross-entropy of logits (N, C) and int64 targets (N,), on their device."""
-    log_probs = softmax(logits, -1, log=True)
-    one_hot = target.unsqueeze(1) == arange_on(logits.shape[1], logits.device)
-    return -(log_probs * one_hot).sum(1).mean()
+@register_cuda_kernel("nll_loss")
+def nll_loss_cuda(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    """-log_probs[i, target[i]] for each sample i (0 where target[i] is ignore_index), reduced."""
+    scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
+    labels = target.reshape(-1)
+    counted = labels != ignore_index
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    losses = where(counted, -where(one_hot, scores, 0.0).sum(1), 0.0)
+    if reduction == "none":
+        return losses.reshape(()) if log_probs.dim() == 1 else losses
+    total = losses.sum()
+    return total if reduction == "sum" else total / counted.sum()
 
 
-def sgd_step(params, lr: float) -> None:
-    """p -= lr * p.grad, in place, for every parameter with a gradient."""
-    with no_grad():
-        for p in params:
-            if p.grad is not None:
-                p -= lr * p.grad
-
-
-def train(model, x: Tensor, y: Tensor, steps: int, lr: float, device) -> list:
-    """Full-batch SGD on `device`: the loss of each step, as floats."""
-    model.to(device)
-    x, y = x.to(device), y.to(device)
-    losses = []
-    for _ in range(steps):
-        for p in model.parameters():
-            p.grad = None
-        loss = cross_entropy_on_device(model(x), y)
-        loss.backward()
-        sgd_step(model.parameters(), lr)
-        losses.append(loss.item())
-    return losses
+@register_cuda_kernel("nll_loss_backward")
+def nll_loss_backward_cuda(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
+                           ignore_index: int) -> Tensor:
+    """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
+    scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
+    labels = target.reshape(-1)
+    counted = labels != ignore_index
+    sample = grad.reshape(-1).expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    if reduction == "mean":
+        count = counted.sum()
+        sample = sample / where(count > 0, count, 1)
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    return where(one_hot, -sample.unsqueeze(1), 0.0).reshape(log_probs.shape)
 
 
 DispatchKey.declare("Python")  # a mode's key (priority 4 in DISPATCH_KEYS: below Autograd, above CUDA and CPU)
@@ -1250,10 +1219,10 @@ register_fallback(DispatchKey.Python, mode_fallback)
 
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
-# exercises' aids (train, sgd_step: the framework trains with chapter 04's SGD); the dispatcher is chapter 01's.
+# exercises' aids: the tests' helpers stay in the test cells; the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
-           "VIEWS", "cpu_kernel", "ToDevice", "ToDType", "move", "C_TYPES", "NUMPY_TYPES",
+           "VIEWS", "cpu_kernel", "ToCopyOnDevices", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
@@ -1262,5 +1231,5 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "use_kernels", "reduction_layout", "cuda_sum", "cuda_mean", "SUM_WARP", "launch_sum_rows_warp",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
-           "SoftmaxFunction", "LogSoftmaxFunction", "softmax", "linear_cuda", "linear_backward_cuda", "arange_on",
-           "cross_entropy_on_device", "MODE_STACK", "LoggingMode", "mode_fallback"]
+           "softmax_backward_cuda", "log_softmax_backward_cuda", "linear_cuda", "linear_backward_cuda", "arange_on",
+           "nll_loss_cuda", "nll_loss_backward_cuda", "MODE_STACK", "LoggingMode", "mode_fallback"]
