@@ -403,6 +403,7 @@ def _axis(x: Tensor, dim: int):
 
 @register_kernel("log_softmax", DispatchKey.CPU)
 def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    """x - log(sum(exp(x))) along dim, with NumPy, with no overflow however large x is."""
     ### BEGIN SOLUTION
     axis, values = _axis(x, dim), x.numpy()
     shifted = values - values.max(axis=axis, keepdims=True)
@@ -412,6 +413,7 @@ def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
 
 @register_kernel("_log_softmax_backward_data", DispatchKey.CPU)
 def log_softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """The gradient of log_softmax's input, from grad and the forward's output."""
     ### BEGIN SOLUTION
     g = grad.numpy()
     return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))
@@ -420,6 +422,7 @@ def log_softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 
 @register_kernel("softmax", DispatchKey.CPU)
 def softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    """exp(x) / sum(exp(x)) along dim, with NumPy, with no overflow however large x is."""
     ### BEGIN SOLUTION
     axis, values = _axis(x, dim), x.numpy()
     e = np.exp(values - values.max(axis=axis, keepdims=True))
@@ -429,6 +432,7 @@ def softmax_cpu(x: Tensor, dim: int) -> Tensor:
 
 @register_kernel("_softmax_backward_data", DispatchKey.CPU)
 def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """The gradient of softmax's input, from grad and the forward's output."""
     ### BEGIN SOLUTION
     g, out = grad.numpy(), output.numpy()
     return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))
@@ -437,6 +441,7 @@ def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 
 @register_kernel("nll_loss", DispatchKey.CPU)
 def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    """The reduced loss -log_probs[i, target[i]] (weight: always None in picotorch)."""
     ### BEGIN SOLUTION
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
     losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
@@ -447,6 +452,7 @@ def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, igno
 @register_kernel("nll_loss_backward", DispatchKey.CPU)
 def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
                           ignore_index: int) -> Tensor:
+    """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
     ### BEGIN SOLUTION
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
     g = grad.numpy()
@@ -460,6 +466,7 @@ def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weigh
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+    """nll_loss of log_softmax along the class dim: a composite of the two operators."""
     ### BEGIN SOLUTION
     class_dim = 0 if input.dim() == 1 else 1
     return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)

@@ -152,6 +152,7 @@ def _axis(x: Tensor, dim: int):
 
 @register_kernel("log_softmax", DispatchKey.CPU)
 def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    """x - log(sum(exp(x))) along dim, with NumPy, with no overflow however large x is."""
     axis, values = _axis(x, dim), x.numpy()
     shifted = values - values.max(axis=axis, keepdims=True)
     return from_numpy(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True)))
@@ -159,12 +160,14 @@ def log_softmax_cpu(x: Tensor, dim: int) -> Tensor:
 
 @register_kernel("_log_softmax_backward_data", DispatchKey.CPU)
 def log_softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """The gradient of log_softmax's input, from grad and the forward's output."""
     g = grad.numpy()
     return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))
 
 
 @register_kernel("softmax", DispatchKey.CPU)
 def softmax_cpu(x: Tensor, dim: int) -> Tensor:
+    """exp(x) / sum(exp(x)) along dim, with NumPy, with no overflow however large x is."""
     axis, values = _axis(x, dim), x.numpy()
     e = np.exp(values - values.max(axis=axis, keepdims=True))
     return from_numpy(e / e.sum(axis=axis, keepdims=True))
@@ -172,12 +175,14 @@ def softmax_cpu(x: Tensor, dim: int) -> Tensor:
 
 @register_kernel("_softmax_backward_data", DispatchKey.CPU)
 def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
+    """The gradient of softmax's input, from grad and the forward's output."""
     g, out = grad.numpy(), output.numpy()
     return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))
 
 
 @register_kernel("nll_loss", DispatchKey.CPU)
 def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
+    """The reduced loss -log_probs[i, target[i]] (weight: always None in picotorch)."""
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
     losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
     return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
@@ -186,6 +191,7 @@ def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, igno
 @register_kernel("nll_loss_backward", DispatchKey.CPU)
 def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weight, reduction: str,
                           ignore_index: int) -> Tensor:
+    """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
     g = grad.numpy()
     sample = np.broadcast_to(g, labels.shape) * counted  # each sample's share of the reduced loss's gradient
@@ -197,6 +203,7 @@ def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weigh
 
 
 def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+    """nll_loss of log_softmax along the class dim: a composite of the two operators."""
     class_dim = 0 if input.dim() == 1 else 1
     return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)
 
