@@ -107,9 +107,9 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        Function, GradMode, Storage, Tensor, add_methods, bool_, broadcast_shapes,
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
-from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, ToCopy, dispatch, key_names, key_set,
-                       log_softmax, redispatch, register, register_device, register_fallback, register_kernel, softmax,
-                       where)
+from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, log_softmax,
+                       redispatch, register, register_device, register_fallback, register_kernel, softmax, where)
+from picotorch import ToCopy as _ch03_ToCopy
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -482,6 +482,13 @@ def parse_to(*args, **kwargs) -> tuple:
 # (`TensorIterator`). An operator marked `device_check: NoCheck`, such as
 # `copy_`, has no such check: copying between devices is its job.
 #
+# **Where torch differs.** Torch's tensors carry more keys:
+# `torch._C._dispatch_keys(torch.ones(2))` is `DispatchKeySet(CPU,
+# ADInplaceOrView, AutogradCPU, AutocastCPU)`. Its autograd key is per backend
+# (`AutogradCPU`, `AutogradCUDA`) and on every tensor, whether it requires grad
+# or not; picotorch's one `Autograd` key comes only with a tensor that requires
+# grad (chapter 02).
+#
 # Real PyTorch: [`c10/core/DispatchKeySet.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/DispatchKeySet.h)
 # (a tensor's keys), [`aten/src/ATen/core/dispatch/Dispatcher.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/dispatch/Dispatcher.h),
 # [`aten/src/ATen/core/op_registration/adaption.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/op_registration/adaption.h)
@@ -834,7 +841,7 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 
 # %% reference=true
 @register("_to_copy")
-class ToCopyOnDevices(ToCopy):
+class ToCopy(_ch03_ToCopy):
     """Chapter 03's Autograd kernel of "_to_copy", with torch's `device` argument: `_to_copy(x, dtype, device)`
     records one node, whose gradient goes back converted to x's dtype and moved to x's device."""
 
@@ -3445,7 +3452,7 @@ compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has ex
 # exercises' aids: the tests' helpers stay in the test cells; the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
-           "VIEWS", "cpu_kernel", "ToCopyOnDevices", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
+           "VIEWS", "cpu_kernel", "ToCopy", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
