@@ -146,6 +146,23 @@ _LINEAR_FROM_TENSOR_OPERATIONS = _rewrite("ex_linear", ("""    if x.dtype is not
         grads[2] = grad.reshape(rows, out_features).sum(0)
     return tuple(grads)"""))
 
+_EMBEDDING_BY_ONE_HOT = _rewrite("ex_embedding", ("""    idx = indices.numpy()
+    if idx.size and (idx.min() < 0 or idx.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return from_numpy(weight.numpy()[idx])""", """    idx = indices.numpy()
+    if not ((idx >= 0) & (idx < weight.shape[0])).all():
+        raise IndexError("index out of range in self")
+    return from_numpy(np.take(weight.numpy(), idx, axis=0))"""), ("""    dim = grad.shape[-1]
+    out = np.zeros((num_weights, dim), grad.dtype.numpy)
+    np.add.at(out, indices.numpy().reshape(-1), grad.numpy().reshape(-1, dim))
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return from_numpy(out)""", """    # one row of a one-hot matrix per place: its transpose times the gradients adds up each row's uses
+    one_hot = np.eye(num_weights, dtype=grad.dtype.numpy)[indices.numpy().reshape(-1)]
+    if padding_idx is not None:
+        one_hot[:, padding_idx] = 0
+    return from_numpy(one_hot.T @ grad.numpy().reshape(-1, grad.shape[-1]))"""))
+
 ALTERNATIVES = {
     "walks with an explicit stack, state dicts copied through NumPy": {
         "ex_walk": _WALK_WITH_A_STACK,
@@ -154,5 +171,8 @@ ALTERNATIVES = {
     "hooks and repr rebuilt, Linear from chapter 01's operations, its own error messages": {
         "ex_call_repr": _CALL_REPR_REBUILT,
         "ex_linear": _LINEAR_FROM_TENSOR_OPERATIONS,
+    },
+    "embedding by np.take and a one-hot matrix product": {
+        "ex_embedding": _EMBEDDING_BY_ONE_HOT,
     },
 }
