@@ -659,12 +659,14 @@ def kernels_run(op: str, call):
     return result, walk
 
 
-for device, want in [("cpu", ["CPU"]), ("emu", ["CUDA"]), ("emu:0", ["CUDA"]), ("cuda", ["CUDA"]), ("cuda:1", ["CUDA"])]:
+for device, want in [("cpu", ["CPU"]), ("emu", ["CUDA"]), ("emu:0", ["CUDA"]), ("cuda", ["CUDA"]),
+                     ("cuda:1", ["CUDA"])]:
     compare.assert_equal(key_names(device_keys(device)), want, f"key_names(device_keys({device!r}))")
     compare.assert_equal(key_names(device_keys(Device(device))), want, f"key_names(device_keys(Device({device!r})))")
 x_cpu, x_emu, s_cpu, s_emu = tensor_on("cpu"), tensor_on("emu"), tensor_on("cpu", 2.0), tensor_on("emu", 2.0)
 compare.assert_equal(key_names(key_set(x_emu)), ["CUDA"], "key_names(key_set(an emu tensor))")
-compare.assert_equal(key_names(key_set(x_cpu, x_emu)), ["CUDA", "CPU"], "key_names(key_set(a CPU tensor, an emu tensor))")
+compare.assert_equal(key_names(key_set(x_cpu, x_emu)), ["CUDA", "CPU"],
+                     "key_names(key_set(a CPU tensor, an emu tensor))")
 compare.assert_equal(common_device(3, "add", None), CPU, "common_device(3, 'add', None): no tensor at all")
 compare.assert_equal(common_device(3, x_emu, None), Device("emu"), "common_device(3, an emu tensor, None)")
 for args, what in [((x_emu, x_emu), "(an emu tensor, an emu tensor)"), ((x_cpu, 2.0), "(a CPU tensor, 2.0)"),
