@@ -21,16 +21,28 @@ pytestmark = pytest.mark.slow
 chapter_ids = [c.id for c in CHAPTERS]
 
 
-@pytest.fixture(scope="module", params=CHAPTERS, ids=chapter_ids)
-def graded(request, tmp_path_factory):
-    """The course grader's results for the chapter's source and release notebooks."""
-    chapter = request.param
-    grader = Grader(chapter, tmp_path_factory.mktemp(chapter.id))
-    release = Path(chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name)
-    return chapter, grader.grade("solution", chapter.notebook), grader.grade("blank", release)
+def _per_chapter(chapter):
+    """A chapter's graded tests form an xdist group of their own: its notebooks are graded once, on one worker,
+    and the chapters are graded side by side on the others (one group for all of them held one worker for
+    twenty minutes)."""
+    return pytest.param(chapter, id=chapter.id, marks=pytest.mark.xdist_group(f"graded_{chapter.id}"))
 
 
-@pytest.mark.xdist_group("graded_chapters")
+GRADED_CHAPTERS = [_per_chapter(c) for c in CHAPTERS]
+_GRADED: dict[str, tuple] = {}
+
+
+@pytest.fixture
+def graded(chapter, tmp_path_factory):
+    """The course grader's results for the chapter's source and release notebooks (graded once per worker)."""
+    if chapter.id not in _GRADED:
+        grader = Grader(chapter, tmp_path_factory.mktemp(chapter.id))
+        release = Path(chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name)
+        _GRADED[chapter.id] = (chapter, grader.grade("solution", chapter.notebook), grader.grade("blank", release))
+    return _GRADED[chapter.id]
+
+
+@pytest.mark.parametrize("chapter", GRADED_CHAPTERS)
 def test_solution_earns_every_automatic_point(graded):
     chapter, solution, _ = graded
     failed = [f"{v.exercise}: {v.status}: {v.message}" for v in solution.verdicts
@@ -40,7 +52,7 @@ def test_solution_earns_every_automatic_point(graded):
     assert len(auto) >= 5 and all(v.points == v.max_points > 0 for v in auto)
 
 
-@pytest.mark.xdist_group("graded_chapters")
+@pytest.mark.parametrize("chapter", GRADED_CHAPTERS)
 def test_release_earns_zero_points(graded):
     chapter, _, blank = graded
     assert blank.score == 0, f"{chapter.id} release notebook earns {blank.score} points"
@@ -118,42 +130,39 @@ def test_a_mutant_failure_message_teaches():
     assert "count_parameters" in verdict.message and "torch gives" in verdict.message, verdict.message
 
 
-@pytest.fixture(scope="module")
-def plain_nbgrader(tmp_path_factory):
-    """Plain nbgrader's points for every chapter's solution and release notebooks: `nbgrader
-    generate_assignment` and `nbgrader autograde`, default settings, once each for all chapters
-    (assignment "*": nbgrader globs it) in one course made from a copy of the repo.
-    Returns (course folder, {(student, chapter, exercise): points})."""
-    course = tmp_path_factory.mktemp("plain-nbgrader") / "course"
-    shutil.copytree(REPO / "source", course / "source")
+@pytest.fixture
+def plain_nbgrader(chapter, tmp_path_factory):
+    """Plain nbgrader's points for the chapter's solution and release notebooks: `nbgrader
+    generate_assignment` and `nbgrader autograde`, default settings, in a course of that chapter alone
+    made from a copy of the repo. Returns (course folder, {(student, chapter, exercise): points})."""
+    course = tmp_path_factory.mktemp(f"plain-nbgrader-{chapter.id}") / "course"
+    shutil.copytree(chapter.source_dir, course / "source" / chapter.id)
     shutil.copy(REPO / "nbgrader_config.py", course)
-    for chapter in CHAPTERS:
-        submitted = {"solution": chapter.notebook, "blank": REPO / "release" / chapter.id / chapter.notebook.name}
-        for student, nb in submitted.items():
-            (course / "submitted" / student / chapter.id).mkdir(parents=True)
-            shutil.copy(nb, course / "submitted" / student / chapter.id / chapter.notebook.name)
+    submitted = {"solution": chapter.notebook, "blank": REPO / "release" / chapter.id / chapter.notebook.name}
+    for student, nb in submitted.items():
+        (course / "submitted" / student / chapter.id).mkdir(parents=True)
+        shutil.copy(nb, course / "submitted" / student / chapter.id / chapter.notebook.name)
     nbgrader = [sys.executable, "-m", "nbgrader"]
     # One BLAS thread, as in the course's sandbox: a pool waiting for a busy core can push a cell past
     # nbgrader's 30 s timeout when the suite runs a worker per core.
     env_path = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for cmd in (["generate_assignment", "*"], ["autograde", "*", "--create"]):
+    for cmd in (["generate_assignment", chapter.id], ["autograde", chapter.id, "--create"]):
         done = subprocess.run(nbgrader + cmd, cwd=course, capture_output=True, text=True, env=env_path)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     from nbgrader.api import Gradebook
     points = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for chapter in CHAPTERS:
-            nb = nbformat.read(chapter.notebook, as_version=4)
-            for e, ex in exercises(nb).items():
-                if not ex.manual:
-                    for student in ("solution", "blank"):
-                        points[student, chapter.id, e] = gb.find_grade(f"{e}_tests", chapter.id, chapter.id,
-                                                                       student).score
+        nb = nbformat.read(chapter.notebook, as_version=4)
+        for e, ex in exercises(nb).items():
+            if not ex.manual:
+                for student in ("solution", "blank"):
+                    points[student, chapter.id, e] = gb.find_grade(f"{e}_tests", chapter.id, chapter.id,
+                                                                   student).score
     return course, points
 
 
-@pytest.mark.xdist_group("graded_chapters")
+@pytest.mark.parametrize("chapter", GRADED_CHAPTERS)
 def test_plain_nbgrader_gives_the_same_verdicts(graded, plain_nbgrader):
     """Plain nbgrader gives the points the course's grader gave the same two notebooks."""
     chapter, solution, blank = graded

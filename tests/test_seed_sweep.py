@@ -28,16 +28,18 @@ SEEDS_PER_CHAPTER = 50
 FIRST_SEED = int(os.environ.get("COURSE_SWEEP_FIRST_SEED", "0"))
 # Seconds one seed of a chapter's test cells takes on one core (measured); chapters whose sweep would
 # hold one worker for minutes are split so that both workers share them.
-_SECONDS_PER_SEED = {"02_autograd": 3, "04_training": 3, "05_backend": 3}
-_SECONDS_PER_CHUNK = 90
+_SECONDS_PER_SEED = {"01_tensor": 3, "02_autograd": 9, "04_training": 8, "05_backend": 4}
+# Each chunk first runs the whole notebook once (chapter 02: half a minute): chunks much shorter than this
+# would spend more on those runs than they save by spreading the seeds over the workers.
+_SECONDS_PER_CHUNK = 150
 
 
 def _chunks():
     for chapter in CHAPTERS:
         seeds = list(range(FIRST_SEED, FIRST_SEED + SEEDS_PER_CHAPTER))
-        per_chunk = max(1, _SECONDS_PER_CHUNK // _SECONDS_PER_SEED.get(chapter.id, 1))
-        for start in range(0, len(seeds), per_chunk):
-            part = seeds[start:start + per_chunk]
+        n_chunks = -(-len(seeds) * _SECONDS_PER_SEED.get(chapter.id, 1) // _SECONDS_PER_CHUNK)
+        for k in range(n_chunks):  # chunks of equal size: no chunk of two seeds paying a whole first run
+            part = seeds[k * len(seeds) // n_chunks:(k + 1) * len(seeds) // n_chunks]
             yield pytest.param(chapter, part, id=f"{chapter.id}-seeds-{part[0]}-{part[-1]}")
 
 
@@ -88,6 +90,20 @@ def test_the_sweep_runs_a_test_that_draws_nothing_once_and_one_that_draws_on_eve
     # every cell runs once as the notebook's first run, then each test cell under the first seed
     result = run_sweep(cells, {1: "ex_fixed", 2: "ex_drawn"}, [0, 1, 2, 3])
     assert [f[:2] for f in result["failures"]] == [[3, "ex_drawn"]], result
+
+
+def test_the_sweep_repeats_only_the_random_pieces_of_a_cell():
+    """A test cell's visible checks on fixed inputs run on the first seed only; its hidden tests, which draw, and
+    whatever follows them (it may check what they drew) run on every seed."""
+    from seed_sweep import sweep as run_sweep
+
+    cells = ["from course import inputs\nfixed, drawn, after = [], [], []",
+             "fixed.append(1)\n### BEGIN HIDDEN TESTS\ndrawn.append(inputs.randint(0, 9))\n"
+             "### END HIDDEN TESTS\nafter.append(drawn[-1])\n"
+             "assert len(fixed) <= 2, 'the fixed checks ran again'\nassert len(after) < 6, 'ran on the fifth seed'"]
+    result = run_sweep(cells, {1: "ex_mixed"}, [0, 1, 2, 3, 4])
+    # the notebook's first run, then seed 0 whole; seeds 1 to 4 run the hidden piece and what follows it
+    assert [f[:2] for f in result["failures"]] == [[4, "ex_mixed"]], result
 
 
 def test_a_check_with_fixed_inputs_runs_on_the_first_run_only():

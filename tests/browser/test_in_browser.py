@@ -92,6 +92,12 @@ def open_notebook(browser, lab, chapter):
     return page, page.locator(f"[id='{panel_id}']")
 
 
+# nbgrader's Validate button runs the whole notebook once more in nbgrader's own kernel: the button and its
+# dialog are the same for every chapter, so one chapter's pass shows a student what it says; that nbgrader
+# gives every chapter the course's points is tests/test_chapters.py::test_plain_nbgrader_gives_the_same_verdicts.
+VALIDATED_IN_THE_BROWSER = "01_tensor"
+
+
 def widget_cells(chapter) -> int:
     nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
     return sum("course.widgets" in c.source for c in nb.cells if c.cell_type == "code")
@@ -101,7 +107,8 @@ def widget_cells(chapter) -> int:
 def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_solution(browser, lab, chapter):
     """One pass as a student makes it (one pass per chapter keeps the suite's time in bounds): paste the
     first exercise's solution and save, run every cell in turn, see the prose, the stubs failing and the
-    widgets answering a click, then `check()` (the last cell) and nbgrader's Validate agree on it."""
+    widgets answering a click, then `check()` (the last cell) passes it; in VALIDATED_IN_THE_BROWSER, nbgrader's
+    Validate agrees."""
     source = nbformat.read(chapter.notebook, 4)
     nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
     auto = [e for e, ex in exercises(nb).items() if not ex.manual]
@@ -144,6 +151,8 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
         others = table.locator("tr", has_text="not attempted")
         assert others.count() >= 1, "the other exercises are still blank"
 
+        if chapter.id != VALIDATED_IN_THE_BROWSER:
+            return
         panel.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
         dialog = page.locator(".jp-Dialog")
         dialog.wait_for(timeout=180_000)
