@@ -16,7 +16,6 @@ import gc
 import io
 import json
 import os
-import re
 import sys
 
 
@@ -43,51 +42,22 @@ def _watch_the_stream() -> list[bool]:
     return asked
 
 
-def _parts(source: str) -> list[str]:
-    """The cell cut at its `### BEGIN/END HIDDEN TESTS` lines into pieces that each compile alone, in order;
-    [source] where a piece would not compile alone (markers inside an indented block)."""
-    parts, current = [], []
-    for line in source.splitlines():
-        if re.match(r"\s*### (BEGIN|END) HIDDEN TESTS", line) and current:
-            parts.append("\n".join(current))
-            current = []
-        current.append(line)
-    parts.append("\n".join(current))
-    try:
-        for part in parts:
-            compile(part, "<part>", "exec")
-    except SyntaxError:
-        return [source]
-    return parts
-
-
 def _rerun(cells: list[str], random_cells: dict[int, str], seeds: list[int], namespace: dict, asked: list[bool]):
-    """[[seed, exercise, exception name, message]]: the test cells run again under each seed.
-
-    A piece of a cell (its visible checks, its hidden tests) that neither drew from the stream nor read its
-    seed cannot change with the seed: its fixed inputs were checked on this seed. The leading such pieces are
-    dropped for the later seeds, and a cell with no piece left is dropped whole; the pieces after the first
-    random one stay, as they may check what it drew."""
+    """[[seed, exercise, exception name, message]]: the test cells run again under each seed."""
     from course import inputs
 
     failures = []
-    pieces = {index: _parts(cells[index]) for index in random_cells}
     for seed in seeds:
         for index, exercise in sorted(random_cells.items()):
             inputs.reseed(seed)
-            kept = []
-            for part in pieces[index]:
-                error = _run(part, index, namespace)
-                if asked[0] or kept:
-                    kept.append(part)
-                asked[0] = False
-                if error:  # a failing cell keeps its pieces: the next seed runs it whole again
-                    failures.append([seed, exercise, *error])
-                    break
-            else:
-                pieces[index] = kept
-                if not kept:
-                    del random_cells[index]
+            error = _run(cells[index], index, namespace)
+            if error:
+                failures.append([seed, exercise, *error])
+            if not asked[0]:
+                # it neither drew from the stream nor read its seed: another seed cannot change what it does
+                # (its fixed inputs were checked on this seed), so the other seeds skip it
+                del random_cells[index]
+            asked[0] = False
     return failures
 
 

@@ -92,20 +92,6 @@ def test_the_sweep_runs_a_test_that_draws_nothing_once_and_one_that_draws_on_eve
     assert [f[:2] for f in result["failures"]] == [[3, "ex_drawn"]], result
 
 
-def test_the_sweep_repeats_only_the_random_pieces_of_a_cell():
-    """A test cell's visible checks on fixed inputs run on the first seed only; its hidden tests, which draw, and
-    whatever follows them (it may check what they drew) run on every seed."""
-    from seed_sweep import sweep as run_sweep
-
-    cells = ["from course import inputs\nfixed, drawn, after = [], [], []",
-             "fixed.append(1)\n### BEGIN HIDDEN TESTS\ndrawn.append(inputs.randint(0, 9))\n"
-             "### END HIDDEN TESTS\nafter.append(drawn[-1])\n"
-             "assert len(fixed) <= 2, 'the fixed checks ran again'\nassert len(after) < 6, 'ran on the fifth seed'"]
-    result = run_sweep(cells, {1: "ex_mixed"}, [0, 1, 2, 3, 4])
-    # the notebook's first run, then seed 0 whole; seeds 1 to 4 run the hidden piece and what follows it
-    assert [f[:2] for f in result["failures"]] == [[4, "ex_mixed"]], result
-
-
 def test_a_check_with_fixed_inputs_runs_on_the_first_run_only():
     from seed_sweep import sweep as run_sweep
 
