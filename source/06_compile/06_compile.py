@@ -730,6 +730,41 @@ def test_replay(draw):
 
 
 for_random_inputs(test_replay, 6)
+
+
+def test_step_replay(draw):
+    batch, inputs, hidden, classes = draw(1, 5), draw(1, 6), draw(1, 6), draw(2, 5)
+    bias = draw.coin()  # without biases, linear_backward's grad_b is None
+    model = Sequential(Linear(inputs, hidden, bias=bias), ReLU(), Linear(hidden, classes, bias=bias))
+    twin = torch.nn.Sequential(torch.nn.Linear(inputs, hidden, bias=bias), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, classes, bias=bias))
+    with torch.no_grad():
+        for theirs, ours in zip(twin.parameters(), model.parameters()):
+            theirs.copy_(ours.to_torch().detach())
+
+    def step(a, labels):
+        for p in model.parameters():
+            p.grad = None
+        loss = cross_entropy(model(a), labels)
+        loss.backward()
+        return (loss, *(p.grad for p in model.parameters()))
+
+    draw_labels = lambda: torch.randint(0, classes, (batch,), generator=draw.generator())
+    what = (f"run_graph of the graph of a training step of an MLP {inputs}-{hidden}-{classes}"
+            f"{'' if bias else ' without biases'}, batch {batch}, on new inputs (a getitem node of a multi-output "
+            "call's tuple takes its entry: args[0][args[1]])")
+    graph = capture(step, from_torch(draw.randn(batch, inputs)), from_torch(draw_labels()))
+    xs, labels = draw.randn(batch, inputs), draw_labels()
+    with compare.labelled(what), no_grad():
+        loss, *grads = run_graph(graph, from_torch(xs.clone()), from_torch(labels.clone()))
+    expected = torch.nn.functional.cross_entropy(twin(xs), labels)
+    expected.backward()
+    compare.assert_matches(loss, expected.detach(), f"{what}: the loss, against torch's")
+    for (name, p), grad in zip(twin.named_parameters(), grads):
+        compare.assert_matches(grad, p.grad, f"{what}: the gradient of parameter {name}, against torch's")
+
+
+for_random_inputs(test_step_replay, 3)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2376,7 +2411,7 @@ print(joint)
 
 # %% reference=true
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
-__all__ = ["TRACERS", "SIDE_EFFECTS", "Node", "Graph", "flatten", "meta_of", "GraphBreak", "BREAK_REASONS", "Tracer",
+__all__ = ["TRACERS", "SIDE_EFFECTS", "GETITEM", "Node", "Graph", "flatten", "meta_of", "GraphBreak", "BREAK_REASONS", "Tracer",
            "tracing", "trace_fallback", "capture", "value_of", "run_graph", "break_graph", "Explanation", "explain",
            "graph_break", "CacheEntry", "tensor_arguments", "guards_of", "CompiledFunction",
            "compile_function", "rebuild", "eliminate_dead_code", "argument_key", "eliminate_common_subexpressions",
