@@ -62,6 +62,9 @@ def test_the_mlp_case_runs_in_miniature_and_its_losses_are_torchs(pt):
     assert compiled_vs_eager["same_losses_compiled_eager"] and compiled_vs_eager["same_losses_compiled_torch"], sides
     # one graph (no break: the step would run eagerly), replayed without a recompile
     assert (compiled_vs_eager["graphs"], compiled_vs_eager["recompiles"]) == (1, 0), compiled_vs_eager
+    # the loss is cross_entropy's operators, forward and backward, inside that graph
+    op_counts = sides["picotorch compiled"]["op_counts"]
+    assert all(op_counts.get(op) == 1 for op in ("log_softmax", "nll_loss", "nll_loss_backward")), op_counts
     assert compiled_vs_eager["baseline"] == "eager picotorch" and compiled_vs_torch["baseline"] == "torch eager"
     assert all(r["ours_s"] > 0 and r["baseline_s"] > 0 for r in (compiled_vs_eager, compiled_vs_torch))
 

@@ -16,9 +16,10 @@ Cases (issue 20):
 - The same chain followed by `.sum(-1)` over rows of 1024 (same sizes): one kernel for the chain and the sum
   (`fuse_sums`) against the chain's fused kernel followed by chapter 05's row sum: launches, bytes loaded and
   stored on the emulator, time on both (and on a GPU when there is one).
-- One training step of an MLP 64-128-10 on a batch of 64 (forward, a log-softmax cross-entropy written
-  with the chapters' operations, backward; the SGD update eager, under no_grad, on every side): picotorch's
-  `compile_function` (with the chapter's passes) against eager picotorch, and against torch eager.
+- One training step of an MLP 64-128-10 on a batch of 64 (forward, `cross_entropy` (picotorch's
+  log_softmax and nll_loss operators; torch's `F.cross_entropy`), backward; the SGD update eager, under
+  no_grad, on every side): picotorch's `compile_function` (with the chapter's passes) against eager
+  picotorch, and against torch eager. The step is one graph: its forward, loss and backward.
 
 Results are checked, not only timed: every output of the chain is compared with torch eager on the same
 inputs (`torch.testing.assert_close`, tolerances of float32), and the MLP's first losses of each side with
@@ -77,16 +78,13 @@ def chain(a, b):
     return h.sigmoid()
 
 
-def mlp_gradients(params, x, onehot):
-    """The loss of one batch and the gradient of each parameter. No max-shift before exp: `max(dim)` returns a
-    pair, which would break picotorch's graph; the logits of this small model stay far from overflow."""
+def mlp_gradients(params, x, labels, cross_entropy):
+    """The loss of one batch (the framework's `cross_entropy`) and the gradient of each parameter."""
     w1, b1, w2, b2 = params
     for p in params:
         p.grad = None
     h = (x @ w1.T + b1).relu()
-    logits = h @ w2.T + b2
-    log_probs = logits - logits.exp().sum(1, keepdim=True).log()
-    loss = -(onehot * log_probs).sum() / x.shape[0]
+    loss = cross_entropy(h @ w2.T + b2, labels)
     loss.backward()
     return (loss, *(p.grad for p in params))
 
@@ -192,24 +190,24 @@ def measure_mlp(pt, side: str, repeat: int, number: int) -> dict:
     batch, inputs, hidden, classes = MLP_SIZES
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(batch, inputs, generator=generator)
-    onehot = torch.nn.functional.one_hot(torch.randint(0, classes, (batch,), generator=generator), classes).float()
+    labels = torch.randint(0, classes, (batch,), generator=generator)
     weights = [torch.randn(hidden, inputs, generator=generator) * inputs ** -0.5, torch.zeros(hidden),
                torch.randn(classes, hidden, generator=generator) * hidden ** -0.5, torch.zeros(classes)]
     if side == "torch eager":
         params = [w.clone().requires_grad_() for w in weights]
-        no_grad, loss_value = torch.no_grad, lambda t: t.item()
+        no_grad, loss_value, cross_entropy = torch.no_grad, lambda t: t.item(), torch.nn.functional.cross_entropy
     else:
         params = [pt.from_torch(w.clone()).requires_grad_() for w in weights]
-        x, onehot = pt.from_torch(x), pt.from_torch(onehot)
-        no_grad, loss_value = pt.no_grad, lambda t: t.to_torch().item()
-    gradients = lambda x, onehot: mlp_gradients(params, x, onehot)  # noqa: E731
+        x, labels = pt.from_torch(x), pt.from_torch(labels)
+        no_grad, loss_value, cross_entropy = pt.no_grad, lambda t: t.to_torch().item(), pt.cross_entropy
+    gradients = lambda x, labels: mlp_gradients(params, x, labels, cross_entropy)  # noqa: E731
     if side == "picotorch compiled":
         # fuse_elementwise finds nothing here: its kernels are for the emu and cuda devices, not the CPU
         gradients = pt.compile_function(gradients, passes=(pt.eliminate_dead_code, pt.eliminate_common_subexpressions,
                                                            pt.fold_constants, pt.fuse_elementwise))
 
     def step():
-        loss, *grads = gradients(x, onehot)
+        loss, *grads = gradients(x, labels)
         sgd_update(params, grads, no_grad)
         return loss
 
@@ -217,7 +215,7 @@ def measure_mlp(pt, side: str, repeat: int, number: int) -> dict:
     result = {"side": side, "seconds": best_of(step, repeat, number), "losses": losses}
     if side == "picotorch compiled":
         result.update(recompiles=gradients.recompiles, graphs=len(gradients.graphs),
-                      graph_ops=sum(gradients.graphs[0].op_counts().values()))
+                      graph_ops=sum(gradients.graphs[0].op_counts().values()), op_counts=gradients.graphs[0].op_counts())
     return result
 
 

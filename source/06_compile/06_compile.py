@@ -83,6 +83,12 @@ check = Checker("06_compile")
 #   argument (a parameter, a tensor made outside); `meta["value"]` is that tensor;
 # - every other node is a **call** of an operator (`op` is its name), with its
 #   `args`: nodes, or plain Python values such as `2.0` or a dim;
+# - an operator with several results (`linear_backward` returns `(grad_x,
+#   grad_w, grad_b)`, each `None` where it is not needed) is **one** call node
+#   whose value is the tuple (`meta["outputs"]`: each entry's shape, dtype and
+#   device, or `None`), and each tensor in it is a `getitem` node, `getitem(%node,
+#   i)`, which later calls use; `None` entries have no node. torch.fx does the
+#   same: its graphs index a multi-output node with `operator.getitem`;
 # - the `output` node's one argument is what the function returned (a node, or
 #   a tuple of them and of Python values).
 #
@@ -90,7 +96,8 @@ check = Checker("06_compile")
 # the node of a tensor (the node that made it, a placeholder, or a new constant
 # node for a tensor it has not seen) and the value itself for anything else;
 # `tracer.record(op, args, kwargs, out)` appends the call node of an operator
-# whose result is the tensor `out`, and remembers that `out` is that node's.
+# whose result is `out` (a tensor, or a tuple of tensors and `None`: then its
+# `getitem` nodes too), and remembers the node of each tensor of `out`.
 # `with tracing(tracer):` puts the key in the include set and the tracer on
 # `TRACERS`.
 
@@ -111,6 +118,7 @@ DispatchKey.declare("Trace")  # priority 6 in DISPATCH_KEYS: below Autograd, abo
 TRACERS = []  # the active tracers, innermost last
 
 CALL, PLACEHOLDER, CONSTANT, OUTPUT, FUSED = "call", "placeholder", "constant", "output", "fused"
+GETITEM = "getitem"  # an entry of a multi-output call's tuple: getitem(%node, i), as torch.fx's operator.getitem
 # Operators that change a tensor in place: a pass must keep them, in order, even when nothing uses their result.
 SIDE_EFFECTS = {"add_", "sub_", "mul_", "div_", "setitem", "copy_", "write", "inplace"}
 
@@ -209,6 +217,9 @@ class Graph:
                 lines.append(f"    return {text_of(n.args[0]) if n.args else '()'}")
                 continue
             meta = f"  # {n.meta.get('shape')} {n.meta.get('dtype')}" if "shape" in n.meta else ""
+            if "outputs" in n.meta:  # a multi-output call: each entry of its tuple
+                entries = [o and f"{o['shape']} {o['dtype']}" or "None" for o in n.meta["outputs"]]
+                meta = "  # (" + ", ".join(entries) + ")"
             if n.kind == CALL or n.kind == FUSED:
                 args = ", ".join(text_of(a) for a in n.args)
                 kwargs = "".join(f", {k}={text_of(v)}" for k, v in n.meta.get("kwargs", {}).items())
@@ -287,13 +298,22 @@ class Tracer:
             if node not in flatten(out.args):
                 out.args = (out.args[0] + (node,),)
 
-    def record(self, op: str, args: tuple, kwargs: dict, out: Tensor) -> Node:
-        """Append the call node of `op`, whose arguments are `args` (nodes and values) and result the tensor `out`."""
-        meta = meta_of(out)
+    def record(self, op: str, args: tuple, kwargs: dict, out) -> Node:
+        """Append the call node of `op`, whose arguments are `args` (nodes and values) and result `out`: a tensor, or
+        a tuple of tensors and None (a multi-output operator), whose tensors each get a getitem node."""
+        if isinstance(out, Tensor):
+            meta = meta_of(out)
+        else:
+            meta = {"outputs": [None if t is None else meta_of(t) for t in out]}
         if kwargs:
             meta["kwargs"] = dict(kwargs)
         node = self.graph.add(op, args, meta)
-        self.remember(out, node)
+        if isinstance(out, Tensor):
+            self.remember(out, node)
+            return node
+        for i, t in enumerate(out):
+            if t is not None:  # (every tensor gets its node; dead-code elimination drops those nothing uses)
+                self.remember(t, self.graph.add(GETITEM, (node, i), meta_of(t)))
         return node
 
     def graph_break(self, reason: str, run, args=()):
@@ -354,8 +374,10 @@ class tracing:
 #   (chapter 01's `flatten` calls `view`) are its own business, not the
 #   program's, exactly as in chapter 05's `mode_fallback` — then `record` the
 #   call with its result, and return the result.
-# - A result that is not a tensor (picotorch's `max(dim)` returns a pair) does
-#   not fit a node: treat it as a graph break too
+# - What `record` takes is a tensor or a **tuple of tensors and `None`**
+#   (a multi-output operator: `linear_backward`, `max(dim)`). Any other result
+#   (a Python number, a bool, a tuple holding one) does not fit a node: treat it
+#   as a graph break too
 #   (`tracer.graph_break(f"{op} returns a {type(out).__name__}", lambda: out, args)`).
 #
 # Then `capture(fn, *args)` (given) runs `fn` once under a tracer and returns
@@ -377,7 +399,8 @@ def trace_fallback(op: str, *args, **kwargs):
     nodes = tuple(tracer.node_for(a) for a in args)
     with ExcludeDispatchKeys(DispatchKey.Trace):
         out = redispatch(op, DispatchKey.Trace, *args, **kwargs)
-    if not isinstance(out, Tensor):
+    tensors_or_none = isinstance(out, tuple) and all(t is None or isinstance(t, Tensor) for t in out)
+    if not isinstance(out, Tensor) and not tensors_or_none:
         return tracer.graph_break(f"{op} returns a {type(out).__name__}", lambda: out, args)
     tracer.record(op, nodes, kwargs, out)
     return out
@@ -397,6 +420,8 @@ def capture(fn, *args) -> Graph:
 
 
 # %% tests="ex_trace" points=3
+from picotorch import Linear, ReLU, Sequential, cross_entropy, from_numpy, register_kernel, tensor
+
 x = from_torch(torch.randn(3, 4))
 y = from_torch(torch.randn(4))
 with compare.labelled("capture of (x.exp() * y + 1).sum(1) (every kernel calls numpy(), some call other operators: a "
@@ -421,15 +446,73 @@ class BreakingTracer(Tracer):
         raise GraphBreak(reason)
 
 
-what = "x.max(1) traced (max(dim) returns a pair: a result that is not a tensor is a graph break)"
-with compare.labelled(what), tracing(BreakingTracer((x,))) as tracer:
+def traced(fn, *args):
+    """fn(*args) under a BreakingTracer: (the tracer, the reason of the graph break it met or None)."""
+    tracer = BreakingTracer(args)
     try:
-        x.max(1)
-        broke = None
+        with tracing(tracer):
+            tracer.finish(fn(*args))
     except GraphBreak as error:
-        broke = str(error)
-if broke is None:
-    compare.fail(what, f"tracer.graph_break was not called; the graph has {tracer.graph.op_counts()}")
+        return tracer, str(error)
+    return tracer, None
+
+
+@register_kernel("count_positive", DispatchKey.CPU)
+def count_positive(t):  # a test operator whose result is a Python int (as torch's aten::_local_scalar_dense)
+    return int((t.numpy() > 0).sum())
+
+
+@register_kernel("copy_and_count", DispatchKey.CPU)
+def copy_and_count(t):  # a test operator whose result is a pair of a tensor and a Python int
+    return from_numpy(t.numpy().copy()), int((t.numpy() > 0).sum())
+
+
+for op, result in [("count_positive", "a Python int"), ("copy_and_count", "a tuple of a tensor and a Python int")]:
+    what = (f"dispatch({op!r}, x) traced ({op} returns {result}: a result that is neither a tensor nor a tuple of "
+            "tensors and None is a graph break)")
+    with compare.labelled(what):
+        tracer, broke = traced(lambda a: dispatch(op, a), x)
+    if broke is None:
+        compare.fail(what, f"tracer.graph_break was not called; the graph has {tracer.last.op_counts()}")
+what = ("capture of x.max(1).values * 2 (max(dim) returns a pair of tensors: one node, whose value is the pair, and a "
+        "getitem node per tensor in it, which later calls use)")
+with compare.labelled(what):
+    tracer, broke = traced(lambda a: a.max(1).values * 2, x)
+if broke is not None:
+    compare.fail(what, f"the graph broke: {broke!r}")
+g = tracer.graphs[0]
+compare.assert_equal([(n.op, [a.name if isinstance(a, Node) else a for a in n.args]) for n in g.calls()],
+                     [("max", ["x", 1, False]), ("getitem", ["max", 0]), ("getitem", ["max", 1]),
+                      ("mul", ["getitem", 2])],
+                     f"{what}: each call node's (op, arguments)")
+mlp = Sequential(Linear(8, 16), ReLU(), Linear(16, 4))
+
+
+def training_step(a, labels):
+    """One training step of mlp: the loss and the gradients (set to None first: each call computes them anew)."""
+    for p in mlp.parameters():
+        p.grad = None
+    loss = cross_entropy(mlp(a), labels)
+    loss.backward()
+    return (loss, *(p.grad for p in mlp.parameters()))
+
+
+xm, labels_m = from_torch(torch.randn(5, 8)), tensor([0, 1, 2, 3, 0])
+what = ("capture of a training step (Linear layers, cross_entropy, backward; linear_backward returns (grad_x, grad_w, "
+        "grad_b), a tuple of tensors and None: one node and a getitem per tensor)")
+with compare.labelled(what):
+    tracer, broke = traced(training_step, xm, labels_m)
+if broke is not None:
+    compare.fail(what, f"the graph broke: {broke!r}")
+counts = tracer.graphs[0].op_counts()
+compare.assert_equal({op: counts.get(op, 0) for op in ("linear", "relu", "log_softmax", "nll_loss", "linear_backward")},
+                     {"linear": 2, "relu": 1, "log_softmax": 1, "nll_loss": 1, "linear_backward": 2},
+                     f"{what}: the op counts of its forward and loss, and of linear_backward")
+compare.assert_equal([(n.args[0].op, n.args[1]) for n in tracer.graphs[0].nodes if n.op == "getitem"],
+                     [("linear_backward", 0), ("linear_backward", 1), ("linear_backward", 2), ("linear_backward", 1),
+                      ("linear_backward", 2)],
+                     f"{what}: the getitem nodes, (op of the node they index, index) (the first layer's input needs no "
+                     "gradient: its grad_x is None, and None has no node)")
 inner_graphs = []
 
 
@@ -532,6 +615,10 @@ compare.assert_equal(joint_ops, eager_ops(step_with_backward, a_joint),
 #   **node.meta.get("kwargs", {}))`, where each argument that is a node is that
 #   node's value (also inside tuples and lists: `value_of` is given) and any
 #   other argument is passed as it is;
+# - but a `getitem` node whose first argument is a tuple (the value of a
+#   multi-output call) takes its entry, `args[0][args[1]]`: Python's
+#   indexing, as `operator.getitem` in torch.fx, not picotorch's `getitem`
+#   operator (which indexes a tensor);
 # - a `fused` node (exercise 8) runs its kernel: `run_fused(node, *args)`;
 # - the `output` node's argument, with its nodes replaced by their values, is
 #   what `run_graph` returns.
@@ -564,7 +651,9 @@ def run_graph(graph: Graph, *tensors):
             return value_of(node.args[0], values)
         else:
             args = value_of(node.args, values)
-            if node.op == FUSED:
+            if node.op == GETITEM and isinstance(args[0], tuple):  # an entry of a multi-output call's value
+                values[node.name] = args[0][args[1]]
+            elif node.op == FUSED:
                 values[node.name] = run_fused(node, *args)
             else:
                 values[node.name] = dispatch(node.op, *args, **node.meta.get("kwargs", {}))
@@ -601,6 +690,21 @@ compare.assert_matches(out[0], (xs - ys) * offset_t, f"{what}: (x - y) * c (a co
 compare.assert_matches(out[1], xs.to(dtype=torch.float64),
                        f"{what}: x.to(dtype=torch.float64) (a call runs with its keyword arguments)")
 compare.assert_equal(out[2], 3, f"{what}: the Python value the output node returns, as it is")
+torch_mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+with torch.no_grad():
+    for theirs, ours in zip(torch_mlp.parameters(), mlp.parameters()):
+        theirs.copy_(ours.to_torch().detach())
+g = capture(training_step, xm, labels_m)
+xs, labels_t = torch.randn(5, 8), torch.tensor([3, 0, 1, 1, 2])
+what = ("run_graph of the graph of a training step (Linear layers, cross_entropy, backward) on new inputs (a getitem "
+        "node of a multi-output call's tuple takes its entry: args[0][args[1]])")
+with compare.labelled(what), no_grad():  # (the graph holds the backward's operators: the replay needs no autograd)
+    loss, *grads = run_graph(g, from_torch(xs), from_torch(labels_t))
+expected = torch.nn.functional.cross_entropy(torch_mlp(xs), labels_t)
+expected.backward()
+compare.assert_matches(loss, expected.detach(), f"{what}: the loss, against torch's")
+for (name, p), grad in zip(torch_mlp.named_parameters(), grads):
+    compare.assert_matches(grad, p.grad, f"{what}: the gradient of parameter {name}, against torch's")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_replay(draw):
@@ -626,6 +730,41 @@ def test_replay(draw):
 
 
 for_random_inputs(test_replay, 6)
+
+
+def test_step_replay(draw):
+    batch, inputs, hidden, classes = draw(1, 5), draw(1, 6), draw(1, 6), draw(2, 5)
+    bias = draw.coin()  # without biases, linear_backward's grad_b is None
+    model = Sequential(Linear(inputs, hidden, bias=bias), ReLU(), Linear(hidden, classes, bias=bias))
+    twin = torch.nn.Sequential(torch.nn.Linear(inputs, hidden, bias=bias), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, classes, bias=bias))
+    with torch.no_grad():
+        for theirs, ours in zip(twin.parameters(), model.parameters()):
+            theirs.copy_(ours.to_torch().detach())
+
+    def step(a, labels):
+        for p in model.parameters():
+            p.grad = None
+        loss = cross_entropy(model(a), labels)
+        loss.backward()
+        return (loss, *(p.grad for p in model.parameters()))
+
+    draw_labels = lambda: torch.randint(0, classes, (batch,), generator=draw.generator())
+    what = (f"run_graph of the graph of a training step of an MLP {inputs}-{hidden}-{classes}"
+            f"{'' if bias else ' without biases'}, batch {batch}, on new inputs (a getitem node of a multi-output "
+            "call's tuple takes its entry: args[0][args[1]])")
+    graph = capture(step, from_torch(draw.randn(batch, inputs)), from_torch(draw_labels()))
+    xs, labels = draw.randn(batch, inputs), draw_labels()
+    with compare.labelled(what), no_grad():
+        loss, *grads = run_graph(graph, from_torch(xs.clone()), from_torch(labels.clone()))
+    expected = torch.nn.functional.cross_entropy(twin(xs), labels)
+    expected.backward()
+    compare.assert_matches(loss, expected.detach(), f"{what}: the loss, against torch's")
+    for (name, p), grad in zip(twin.named_parameters(), grads):
+        compare.assert_matches(grad, p.grad, f"{what}: the gradient of parameter {name}, against torch's")
+
+
+for_random_inputs(test_step_replay, 3)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -677,10 +816,10 @@ for_random_inputs(test_replay, 6)
 # Code that leaves picotorch for NumPy breaks the graph too: `t.numpy()`
 # called by the program itself (not by a kernel) is a `numpy` operator the
 # tracer sees (chapter 01's `Tensor.numpy` dispatches it whenever a mode
-# watches). An autograd `Function` written in NumPy (chapter 04's
-# cross-entropy) or an optimiser's update makes its result outside the
-# dispatcher: captured, that result would be a constant, and a replay would
-# reuse the first call's value. Dynamo breaks on code it cannot trace for the
+# watches). An autograd `Function` whose forward computes in NumPy, or an
+# optimiser's update in NumPy, makes its result outside the dispatcher:
+# captured, that result would be a constant, and a replay would reuse the
+# first call's value. Dynamo breaks on code it cannot trace for the
 # same reason. (NumPy itself it can trace: it turns NumPy calls into torch
 # operators, [`torch/_numpy/`](https://github.com/pytorch/pytorch/blob/main/torch/_numpy/__init__.py).
 # picotorch has no such translation.)
@@ -795,6 +934,14 @@ except GraphBreak as error:
     compare.assert_equal(str(error), BREAK_REASONS["item"], "the message of capture(branchy)'s GraphBreak: the reason")
 else:
     raise AssertionError("capture(branchy) must raise GraphBreak: the if needs a value")
+what = "explain of a training step (Linear layers, cross_entropy, backward: no Python needs a value)"
+with compare.labelled(what):
+    e = explain(training_step, xm, labels_m)
+compare.assert_equal((e.graph_count, e.graph_break_count, e.break_reasons), (1, 0, []),
+                     f"{what}: (graphs, breaks, reasons) (linear_backward's tuple is one node, not a break)")
+counts = e.graphs[0].op_counts()
+compare.assert_equal({op: counts.get(op, 0) for op in ("linear", "log_softmax", "nll_loss")},
+                     {"linear": 2, "log_softmax": 1, "nll_loss": 1}, f"{what}: the op counts of its forward and loss")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 from picotorch import from_numpy
@@ -1357,6 +1504,9 @@ CSE_CASES = [
      lambda a, b: (a - b) * (b - a), {"sub": 2, "mul": 1}),
     ("a.to(dtype=torch.float64) + a.to(dtype=torch.bool) * b (the kwargs are part of the key)",
      lambda a, b: a.to(dtype=torch.float64) + a.to(dtype=torch.bool) * b, {"to": 2, "mul": 1, "add": 1}),
+    ("a.max(-1).values + a.max(-1).values + b.max(-1).values (a repeated multi-output call merges, and so do its "
+     "getitems; a call of other arguments never does)",
+     lambda a, b: a.max(-1).values + a.max(-1).values + b.max(-1).values, {"max": 2, "getitem": 4, "add": 2}),
 ]
 for what, program, counts in CSE_CASES:
     merged = eliminate_common_subexpressions(capture(program, from_torch(xi), from_torch(ys)))
@@ -1435,7 +1585,9 @@ for_random_inputs(test_cse_chain, 3)
 # value=result))`, keeping its name. A node with no node argument at all is
 # not folded, and neither is one whose constant requires grad: that is a
 # parameter, which training changes (Inductor folds parameters only when told
-# the model is frozen: `torch._inductor.config.freezing`).
+# the model is frozen: `torch._inductor.config.freezing`). Nor is a
+# multi-output call (`"outputs"` in its meta): a `constant` node holds one
+# tensor, not a tuple — its `getitem`s then stay too.
 #
 # Folding assumes a constant's values do not change between calls: the tests
 # fold only tensors nobody writes to.
@@ -1451,6 +1603,8 @@ def fold_constants(graph: Graph) -> Graph:
                 folded[node.name] = node
             continue
         if node.kind != CALL or node.op in SIDE_EFFECTS:
+            continue
+        if "outputs" in node.meta:  # a multi-output call: its value is a tuple, which no constant node holds
             continue
         inputs = node.inputs()
         if inputs and all(n.name in folded for n in inputs):
@@ -1509,6 +1663,13 @@ with no_grad():
     out = run_graph(folded, from_torch(xs))
 compare.assert_matches(out, xs * (p_t * 2) + scale_t * 2, f"{what}: the folded graph, run (counter: c after the "
                                                           "capture, 2 c after one run)")
+what = "fold_constants of a * (c.max(0).values + 1) (max(dim) is a multi-output call: it is not folded)"
+with compare.labelled(f"{what}: a constant node holds one tensor, not a tuple"):
+    folded = fold_constants(capture(lambda a: a * (scale.max(0).values + 1), x))
+compare.assert_equal(folded.op_counts(), {"max": 1, "getitem": 1, "add": 1, "mul": 1}, f"{what}: the op counts (and "
+                     "the getitem of max's indices, which nothing uses, goes)")
+compare.assert_matches(run_graph(folded, from_torch(xs)), xs * (scale_t.max(0).values + 1),
+                       f"{what}: the folded graph, run")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_fold(draw):
@@ -2229,7 +2390,10 @@ explore(graph_stages(stages)) if stages else None
 # the engine's backward formulas call operators like any program. Capture a
 # function that calls `backward()` and returns the gradients: its graph holds
 # the forward, then `ones_like` (the engine's first gradient), then the
-# backward's operators — one graph, to which every pass applies.
+# backward's operators — one graph, to which every pass applies. A `Linear`
+# layer's backward is one multi-output call, `linear_backward`, whose
+# gradients are `getitem`s of it (as in the joint graphs of AOTAutograd,
+# which index multi-output operators with `operator.getitem`).
 
 # %%
 w = from_torch(torch.randn(4, 3)).requires_grad_()
@@ -2247,7 +2411,7 @@ print(joint)
 
 # %% reference=true
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
-__all__ = ["TRACERS", "SIDE_EFFECTS", "Node", "Graph", "flatten", "meta_of", "GraphBreak", "BREAK_REASONS", "Tracer",
+__all__ = ["TRACERS", "SIDE_EFFECTS", "GETITEM", "Node", "Graph", "flatten", "meta_of", "GraphBreak", "BREAK_REASONS", "Tracer",
            "tracing", "trace_fallback", "capture", "value_of", "run_graph", "break_graph", "Explanation", "explain",
            "graph_break", "CacheEntry", "tensor_arguments", "guards_of", "CompiledFunction",
            "compile_function", "rebuild", "eliminate_dead_code", "argument_key", "eliminate_common_subexpressions",

@@ -70,6 +70,15 @@ ALTERNATIVES = {
         "ex_cse": _rewrite("ex_cse", ("key = (node.op, tuple(argument_key(a, replaced) for a in node.args), kwargs)",
                                       "key = (node.op, argument_key(node.args, replaced), kwargs)")),
     },
+    "a multi-output result told by its entries; a getitem run with operator.getitem, told by the node it indexes": {
+        "ex_trace": _rewrite("ex_trace", ("""    tensors_or_none = isinstance(out, tuple) and all(t is None or isinstance(t, Tensor) for t in out)
+    if not isinstance(out, Tensor) and not tensors_or_none:""", """    entries = out if isinstance(out, tuple) else [out] if isinstance(out, Tensor) else [0]
+    if [t for t in entries if t is not None and not isinstance(t, Tensor)]:""")),
+        "ex_run": _rewrite("ex_run", ("""            if node.op == GETITEM and isinstance(args[0], tuple):  # an entry of a multi-output call's value
+                values[node.name] = args[0][args[1]]""", """            if node.op == "getitem" and "outputs" in node.args[0].meta:
+                import operator
+                values[node.name] = operator.getitem(*args)""")),
+    },
     "thread 0 adds the threads' sums one by one after a barrier (no tree: slower, as correct)": {
         "ex_fuse_sum": _rewrite("ex_fuse_sum", ('''              "        __syncthreads();",
               "        for (int s = blockDim.x / 2; s > 0; s /= 2) {",  # chapter 05's tree

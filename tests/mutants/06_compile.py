@@ -20,14 +20,22 @@ MUTANTS = {
         "the node is recorded but the result is not remembered as its (later calls see a constant)":
             _wrong("ex_trace", ("    tracer.record(op, nodes, kwargs, out)\n",
                                 "    tracer.graph.add(op, nodes, meta_of(out))\n")),
-        "a result that is not a tensor (max(dim)'s pair) recorded as a node, not a graph break": {
-            "code": _wrong("ex_trace", ("""    if not isinstance(out, Tensor):
+        "a result that is not a tensor (a Python number) recorded as a node, not a graph break": {
+            "code": _wrong("ex_trace", ("""    if not isinstance(out, Tensor) and not tensors_or_none:
         return tracer.graph_break(f"{op} returns a {type(out).__name__}", lambda: out, args)
-""", """    if not isinstance(out, Tensor):
+""", """    if not isinstance(out, Tensor) and not tensors_or_none:
         tracer.graph.add(op, nodes, {"kwargs": dict(kwargs)} if kwargs else {})
         return out
 """)),
-            "shows": "a result that is not a tensor is a graph break"},
+            "shows": "neither a tensor nor a tuple of tensors and None is a graph break"},
+        "any tuple recorded as a multi-output call (a tuple holding a Python number too)": {
+            "code": _wrong("ex_trace", ("isinstance(out, tuple) and all(t is None or isinstance(t, Tensor) for t in out)",
+                                        "isinstance(out, tuple)")),
+            "shows": "neither a tensor nor a tuple of tensors and None is a graph break"},
+        "a multi-output result (a tuple of tensors and None) is a graph break, as if it were no tensor": {
+            "code": _wrong("ex_trace", ("    if not isinstance(out, Tensor) and not tensors_or_none:\n",
+                                        "    if not isinstance(out, Tensor):\n")),
+            "shows": "a getitem node per tensor"},
         "the call recorded without its keyword arguments (x.to(dtype=...) replays as x.to())": {
             "code": _wrong("ex_trace", ("tracer.record(op, nodes, kwargs, out)", "tracer.record(op, nodes, {}, out)")),
             "shows": "keyword arguments"},
@@ -44,12 +52,21 @@ MUTANTS = {
             "code": _wrong("ex_run", ('dispatch(node.op, *args, **node.meta.get("kwargs", {}))', "dispatch(node.op, *args)")),
             "shows": "keyword arguments"},
         "a fused node dispatched as an operator (run_fused never called)": {
-            "code": _wrong("ex_run", ("""            if node.op == FUSED:
+            "code": _wrong("ex_run", ("""            elif node.op == FUSED:
                 values[node.name] = run_fused(node, *args)
             else:
                 values[node.name] = dispatch(node.op, *args, **node.meta.get("kwargs", {}))""",
-                                      """            values[node.name] = dispatch(node.op, *args, **node.meta.get("kwargs", {}))""")),
+                                      """            else:
+                values[node.name] = dispatch(node.op, *args, **node.meta.get("kwargs", {}))""")),
             "shows": "run_fused", "judged": "ex_fuse"},
+        "a getitem of a multi-output call's tuple returns the whole tuple": {
+            "code": _wrong("ex_run", ("values[node.name] = args[0][args[1]]", "values[node.name] = args[0]")),
+            "shows": "args[0][args[1]]"},
+        "a getitem of a multi-output call's tuple dispatched as picotorch's getitem operator": {
+            "code": _wrong("ex_run", ("""            if node.op == GETITEM and isinstance(args[0], tuple):  # an entry of a multi-output call's value
+                values[node.name] = args[0][args[1]]
+            elif node.op == FUSED:""", """            if node.op == FUSED:""")),
+            "shows": "args[0][args[1]]"},
     },
     "ex_breaks": {
         "a graph break does not run the operator Python needed (the eager code between graphs is lost)":
@@ -149,6 +166,11 @@ MUTANTS = {
                                "if inputs and any(n.name in folded for n in inputs):")),
         "a parameter (requires grad) is folded": _wrong("ex_fold", ("            if not node.meta[\"value\"].requires_grad:\n                folded[node.name] = node",
                                                                     "            folded[node.name] = node")),
+        "a multi-output call on constants folded (a constant node given a tuple; its getitems then dispatched)": {
+            "code": _wrong("ex_fold", ("""        if "outputs" in node.meta:  # a multi-output call: its value is a tuple, which no constant node holds
+            continue
+""", "")),
+            "shows": "a constant node holds one tensor"},
         "an in-place operation on constants folded (it runs once, at compile time)": {
             "code": _wrong("ex_fold", ("if node.kind != CALL or node.op in SIDE_EFFECTS:", "if node.kind != CALL:")),
             "shows": "in place"},
