@@ -2474,7 +2474,8 @@ explore(SGD=SGD, Adam=Adam, AdamW=AdamW, cross_entropy=cross_entropy, TensorData
 #   it: nothing is chosen by it (no checkpoint, no early stopping), so the test
 #   accuracy stays an honest estimate.
 #
-# Pass `on_epoch` on to `fit`. The hidden test trains with a random seed and
+# Pass `on_epoch` on to `fit`. The hidden test trains `epochs=4` (the recipe
+# reaches 98 % in four; the default 8 gains little more) with a random seed and
 # measures the accuracy of the model you return on the test images itself.
 
 # %% solution="ex_digits" reference=true
@@ -2591,12 +2592,12 @@ for_random_inputs(test_shifted, 3)
 seed = inputs.randint(0, 10**6)
 records = []
 start = _time.perf_counter()
-model, history = train_digits(seed=seed, on_epoch=records.append)
+model, history = train_digits(seed=seed, epochs=4, on_epoch=records.append)
 seconds = _time.perf_counter() - start
 accuracy = test_accuracy(model)
-assert records == history and len(history) >= 3, "train_digits must pass on_epoch on to fit, and train for epochs"
+assert records == history and len(history) == 4, "train_digits(epochs=4) must train 4 epochs and pass on_epoch on to fit"
 if accuracy < 0.97:
-    raise AssertionError(f"train_digits(seed={seed}) reaches {accuracy:.1%} on the test images; at least 97% is "
+    raise AssertionError(f"train_digits(seed={seed}, epochs=4) reaches {accuracy:.1%} on the test images; at least 97% is "
                          f"needed (the recipe above reaches 98–99.5% with torch's optimizers){inputs.replay_hint()}")
 expect_close(history[-1]["val_accuracy"], accuracy, "the last val_accuracy of the history (the test images)")
 assert seconds < 120, f"train_digits took {seconds:.0f} s; it should take a few seconds"
