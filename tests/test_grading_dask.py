@@ -38,13 +38,14 @@ if not shutil.which("bwrap") or not all((REPO / "source" / c / f"{c}.ipynb").exi
     pytest.skip("needs bubblewrap and the built chapters 00 and 01", allow_module_level=True)
 
 # Twelve students; per chapter, what each handed in. The heavy kinds (a notebook that runs) come
-# first in both chapters; chapter 01, the slower one, gets more of the kinds that never reach the
-# sandbox (not JSON, no notebook, another chapter's notebook).
+# first in both chapters: each kind once in chapter 00 (graded twice, locally and on the cluster);
+# chapter 01, the slower one, runs three and gets the kinds that never reach the sandbox (not JSON,
+# no notebook, another chapter's notebook) for the rest.
 KINDS = {
-    "00_tour": ["right", "wrong", "blank", "cheat", "death", "wrong2", "right", "not json", "no notebook",
-                "other chapter", "not a notebook", "blank"],
-    "01_tensor": ["right", "wrong", "blank", "cheat", "death", "not json", "no notebook", "other chapter",
-                  "not json", "no notebook", "not a notebook", "other chapter"],
+    "00_tour": ["right", "wrong", "blank", "cheat", "death", "wrong2", "not json", "no notebook",
+                "other chapter", "not a notebook", "not json", "no notebook"],
+    "01_tensor": ["right", "wrong", "death", "not json", "no notebook", "other chapter",
+                  "not json", "no notebook", "not a notebook", "other chapter", "not json", "no notebook"],
 }
 STUDENTS = [f"s{n:02d}" for n in range(12)]
 CHEAT = ("\nimport torch.testing, course.compare\ntorch.testing.assert_close = lambda *a, **k: None\n"
