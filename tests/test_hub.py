@@ -186,11 +186,7 @@ def test_the_class_loop_on_the_command_line(klass):
     assert "never submitted" in lines[dee], out
     inbound = os.listdir(tc.exchange / "picotorch" / "inbound")
     assert sum(n.startswith(bo + "+") for n in inbound) == 2, "the earlier submission must stay in the exchange"
-    for name, why in forged.items():
-        assert f"warning: refused {name} from the exchange's inbound: {why}" in out, out
-        assert name not in inbound and (tc.state / "grading" / "refused" / CHAPTER / name).exists()
-    r = as_user(tc, ana, f"ls {tc.state}/grading; cat {tc.course()}/autograded/{ana}/{nb_name}")
-    assert r.stderr.count("Permission denied") == 2, "the graded notebooks hold the hidden tests: " + r.stderr
+    refused_as_forged(tc, forged, out, inbound)
     csv_text = (tc.state / "grading" / CHAPTER / "class.csv").read_text()
     assert f"{dee},never submitted" in csv_text and f"{cy},late" in csv_text
 
@@ -236,6 +232,17 @@ def forge_submissions(tc) -> dict[str, str]:
     return {by_ana: f"it was made by {ana}'s account in the name of {bo}",
             f"{dee}+{CHAPTER}+{stamp}+a": "it is not a folder but a link",
             f"{dee}+{CHAPTER}+{stamp}+b": f"it holds a link, {CHAPTER}.ipynb"}
+
+
+def refused_as_forged(tc, forged: dict[str, str], out: str, inbound: list[str]) -> None:
+    """Each forged entry was named and moved out of the exchange; the graded notebooks (with the hidden
+    tests) stay out of a student's reach."""
+    for name, why in forged.items():
+        assert f"warning: refused {name} from the exchange's inbound: {why}" in out, out
+        assert name not in inbound and (tc.state / "grading" / "refused" / CHAPTER / name).exists()
+    ana = tc.students[0]
+    r = as_user(tc, ana, f"ls {tc.state}/grading; cat {tc.course()}/autograded/{ana}/{CHAPTER}/{CHAPTER}.ipynb")
+    assert r.stderr.count("Permission denied") == 2, "the graded notebooks hold the hidden tests: " + r.stderr
 
 
 def test_an_inbound_entry_that_is_not_its_students_own_is_refused_before_collect(tmp_path, monkeypatch):
