@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import importlib.util
 import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -82,6 +84,81 @@ def inbound(s) -> list[Inbound]:
         if len(parts) >= 3 and entry.is_dir():
             found.append(Inbound(parts[0], parts[1], parts[2], entry))
     return sorted(found, key=lambda i: i.timestamp)
+
+
+def _entry_problem(entry: Path) -> str | None:
+    """Why an entry of the exchange's inbound cannot be its named student's own submission, or None.
+    Everyone may write into the inbound (nbgrader's design): `nbgrader submit --student NAME` files a
+    submission under any name, and a link (to the instructor's source/, which `nbgrader collect` reads as the
+    instructor) or a FIFO (which blocks the copy) can be put there by hand. The entry is looked at with lstat:
+    a link is never followed."""
+    named = entry.name.rsplit("+", 3)[0]  # nbgrader collect's own reading of the name
+    info = entry.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"it is not a folder but {'a link' if stat.S_ISLNK(info.st_mode) else 'a special file'}"
+    try:
+        owner = pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {info.st_uid}"
+    if owner != named:
+        return f"it was made by {owner}'s account in the name of {named}"
+    for root, dirs, files in os.walk(entry):
+        for name in dirs + files:
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                kind = "a link" if stat.S_ISLNK(mode) else "a special file"
+                return f"it holds {kind}, {os.path.relpath(os.path.join(root, name), entry)}"
+    return None
+
+
+def _stamps(entry: Path) -> list[tuple]:
+    """What changes whenever anything in `entry` changes: (path, inode, ctime) of it and all it holds.
+    ctime is the kernel's: its owner can set mtime, never ctime back."""
+    found = []
+    for root, dirs, files in os.walk(entry):
+        for name in ["", *dirs, *files]:
+            info = os.lstat(os.path.join(root, name))
+            found.append((os.path.join(root, name), info.st_ino, info.st_ctime_ns))
+    return sorted(found)
+
+
+def refuse_forged(s, chapter: str, out=print) -> dict[str, list[tuple]]:
+    """Move every inbound entry of `chapter` that is not its named student's own out of the exchange (into
+    HUB_STATE/grading/refused/, root's alone), saying why, before `nbgrader collect` runs; returns the
+    stamps of the entries kept, for `changed_while_collected`."""
+    folder = s.exchange / s.course_id / "inbound"
+    kept = {}
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if not fnmatch.fnmatchcase(entry.name, f"*+{chapter}+*"):  # what nbgrader collect takes
+            continue
+        stamps = _stamps(entry) if entry.is_dir() and not entry.is_symlink() else []  # before the check
+        why = _entry_problem(entry)
+        if why is None:
+            kept[entry.name] = stamps
+            continue
+        target = s.state / "grading" / "refused" / chapter / entry.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(s.state / "grading", 0o700)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(entry), str(target))  # a link is moved as a link
+        out(f"warning: refused {entry.name} from the exchange's inbound: {why}. Not collected nor graded; "
+            f"moved to {target}")
+    return kept
+
+
+def changed_while_collected(s, chapter: str, kept: dict[str, list[tuple]], out=print) -> None:
+    """An entry that changed between the check and the end of `nbgrader collect` (a link swapped in while the
+    instructor's account copied it): its student's collected copy is not graded."""
+    folder = s.exchange / s.course_id / "inbound"
+    now = [p.name for p in folder.iterdir() if fnmatch.fnmatchcase(p.name, f"*+{chapter}+*")]
+    for name in sorted(set(kept) | set(now)):
+        entry = folder / name
+        if name in kept and not entry.is_symlink() and entry.is_dir() and _stamps(entry) == kept[name]:
+            continue
+        student = name.rsplit("+", 3)[0]  # changed, gone or new (not checked): collect may have copied it
+        shutil.rmtree(course_folder(s) / "submitted" / student / chapter, ignore_errors=True)
+        out(f"warning: {name} in the exchange's inbound changed or arrived while it was being collected; "
+            f"{student}'s submission is not graded this time: grade again")
 
 
 def _check_chapter(s, chapter: str) -> None:
@@ -153,7 +230,9 @@ def grade(s, chapter: str, workers: int | None = None, out=print) -> int:
         out(f"warning: {name} submitted {', '.join(wrong)}, which is no chapter of this course; ignored")
 
     course = course_folder(s)
+    kept = refuse_forged(s, chapter, out)
     collected = as_user(s, s.instructor, ["nbgrader", "collect", "--update", chapter], cwd=course)
+    changed_while_collected(s, chapter, kept, out)
     for line in collected.stdout.splitlines() + collected.stderr.splitlines():
         if "WARNING" in line or "ERROR" in line or "cheating" in line:
             out("nbgrader collect: " + line.strip())

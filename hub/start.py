@@ -188,6 +188,11 @@ def serve(s: Settings) -> int:
     env = dict(os.environ, HUB_STATE=str(s.state),
                HUB_INTERNAL_PORTS=",".join(f"{k}={v}" for k, v in ports.items()),
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    # HUB_STATE is open to the class (its config/ and runtime/): the hub's database (users, servers, tokens'
+    # hashes) and its log are root's alone. SQLite keeps the mode of the file it is given, an empty one too.
+    for name in ("jupyterhub.sqlite", "jupyterhub.log"):
+        os.close(os.open(s.state / name, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.chmod(s.state / name, 0o600)
     log = open(s.state / "jupyterhub.log", "ab")
     hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f",
                             str(REPO / "hub" / "jupyterhub_config.py")],

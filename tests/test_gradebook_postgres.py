@@ -202,3 +202,29 @@ def test_a_refused_login_is_named_before_grading(course, postgres, tmp_path):
                                         "--repo", str(root), "--db", url], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "password authentication failed" in done.stderr
     assert "Nothing was graded." in done.stderr and not (tmp_path / "out").exists()
+
+
+# Folder names a student can choose (none of them needs a safe id: nbgrader holds each as it is) that would
+# change the gradebook if any code put a name into SQL's text instead of passing it as a parameter.
+SQL_NAMES = ["o'brien", "x'); DROP TABLE student; --", 'say "hi"; DELETE FROM grade',
+             "$$; TRUNCATE submitted_assignment; $$", "100%_sure'", "a' OR '1'='1"]
+
+
+def test_student_names_with_quotes_and_sql_reach_postgresql_as_data(course, postgres):
+    """Issue 42, item 6: names are parameters, never SQL. Each is recorded verbatim, with its own points,
+    beside an ordinary neighbour, and every table of nbgrader's gradebook is still there with its rows."""
+    from autograder.grade.intake import student_ids
+    root, _ = course
+    names = ["ana", *SQL_NAMES]
+    assert student_ids(names) == {n: n for n in names}, "these names must reach the gradebook unchanged"
+    url = postgres.database("names")
+    _record(url, str(root), "01_mini", names)
+    snapshot = gradebook_snapshot(url, "01_mini")
+    assert sorted(snapshot) == sorted(names), f"the gradebook holds {sorted(snapshot)}, not the class's names"
+    assert [snapshot[n][0] for n in names] == [float(4 * (i % 2)) for i in range(len(names))]
+    import psycopg
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        assert {"student", "grade", "submitted_assignment", "submitted_notebook"} <= tables, tables
+        assert conn.execute("SELECT count(*) FROM student").fetchone()[0] == len(names)
+        assert conn.execute("SELECT count(*) FROM submitted_assignment").fetchone()[0] == len(names)

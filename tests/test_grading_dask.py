@@ -331,6 +331,103 @@ def test_an_interrupted_client_leaves_no_half_written_file_and_resume_grades_the
         assert ours[s]["exercises"] == by_kind["right" if kind == "slow" else kind]["exercises"]
 
 
+def test_a_worker_that_forges_results_is_refused_and_its_submissions_graded_again(cluster, graded, tmp_path):
+    """Issue 42, item 6: one worker of the module's cluster is made to inflate every result it returns (ten
+    times each exercise's points). The client refuses each such result, trusts that worker no more in the run,
+    and has the other grade the submission again: every student gets the local run's verdicts, once."""
+    from autograder.grade.distributed import PLUGIN
+    _workers_with_the_code_on_disk(cluster)
+
+    def forge(dask_worker):  # nested: sent to the worker by value
+        plugin = dask_worker.plugins[PLUGIN]
+        honest = type(plugin).grade
+
+        def grade(payload):
+            result, where, rss = honest(plugin, payload)
+            for v in result.verdicts:
+                v.points = 10 * v.max_points
+            return result, where, rss
+        plugin.grade = grade
+
+    def unforge(dask_worker):
+        dask_worker.plugins[PLUGIN].__dict__.pop("grade", None)
+
+    kinds = {f"f{n}": "no notebook" for n in range(4)}  # the quickest to grade: a result all the same
+    folder = write_class(tmp_path / "class", "00_tour", kinds)
+    with cluster.client() as client:
+        forger = sorted(client.scheduler_info()["workers"])[0]
+        client.run(forge, workers=[forger])
+        try:
+            done = subprocess.run(AUTOGRADER + ["grade", "00_tour", str(folder), "--out", str(tmp_path / "out"),
+                                                "--scheduler", cluster.address], capture_output=True, text=True,
+                                  timeout=600)
+        finally:
+            client.run(unforge, workers=[forger])
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    assert f"the worker at {forger} returned a result for f" in said and "cannot be 00_tour's" in said, said[-3000:]
+    assert "refused; that worker is not trusted again in this run" in said
+    honest = verdicts(graded["00_tour"][0])[STUDENTS[KINDS["00_tour"].index("no notebook")]]
+    ours = verdicts(tmp_path / "out")
+    assert set(ours) == set(kinds) and all(v["exercises"] == honest["exercises"] for v in ours.values()), ours
+    assert gradebook_submissions(tmp_path / "out", "00_tour") == {s: 1 for s in kinds}
+
+
+def test_the_client_refuses_results_no_honest_grader_gives():
+    """The check behind the test above, on every kind of forgery: exact types (a subclass answers == as it
+    likes), the chapter's exercises and points from the client's own source notebook, points only for a pass,
+    gradebook rows within their cells' points, the task's own student."""
+    from autograder.grade.distributed import ForgedResult, check_result
+    from autograder.grade.grader import Result, zero_grades, zero_verdicts
+    from course.notebook import read_notebook
+    from course.verdicts import Status
+
+    source_nb = read_notebook(REPO / "source" / "00_tour" / "00_tour.ipynb")
+
+    def honest(passed=True):
+        verdicts = zero_verdicts(source_nb, "not graded")
+        for v in verdicts:
+            if passed and v.status != Status.MANUAL:
+                v.status, v.points = Status.PASSED, v.max_points
+        return Result("ana", "00_tour", verdicts, grades=zero_grades(source_nb, verdicts))
+
+    class Sly(float):
+        def __le__(self, other):
+            return True
+
+    def forged(change):
+        result = honest()
+        change(result)
+        return result
+
+    check_result((honest(), "host:1", 1), "ana", "00_tour", source_nb)
+    check_result((honest(False), "host:1", 1), "ana", "00_tour", source_nb)
+    forgeries = {
+        "points above the exercise's": lambda r: setattr(r.verdicts[0], "points", 3 * r.verdicts[0].max_points),
+        "more points claimed possible": lambda r: [setattr(v, "max_points", 99.0) for v in r.verdicts],
+        "points without a pass": lambda r: setattr(r.verdicts[0], "status", Status.FAILED),
+        "negative points": lambda r: setattr(r.verdicts[0], "points", -1.0),
+        "an exercise left out": lambda r: r.verdicts.pop(),
+        "an exercise made up": lambda r: setattr(r.verdicts[0], "exercise", "ex_free_points"),
+        "a float subclass": lambda r: setattr(r.verdicts[0], "points", Sly(100.0)),
+        "a bool for points": lambda r: setattr(r.verdicts[0], "points", True),
+        "not a number": lambda r: setattr(r.verdicts[0], "points", float("nan")),
+        "a status that is a plain str": lambda r: setattr(r.verdicts[0], "status", "passed"),
+        "a gradebook row above its cell": lambda r: r.grades.append({"notebook": None, "name": r.grades[0]["name"],
+                                                                     "auto_score": 1000.0}),
+        "a gradebook row of no cell": lambda r: r.grades.append({"notebook": None, "name": "free", "auto_score": 0}),
+        "another student's result": lambda r: setattr(r, "student", "bo"),
+        "another chapter's result": lambda r: setattr(r, "chapter", "01_tensor"),
+    }
+    for what, change in forgeries.items():
+        with pytest.raises(ForgedResult):
+            check_result((forged(change), "host:1", 1), "ana", "00_tour", source_nb)
+            pytest.fail(f"{what} was accepted")
+    for answer in ([honest(), "host:1", 1], (honest(),), ({"student": "ana"}, "host:1", 1), (honest(), 1, 1)):
+        with pytest.raises(ForgedResult):
+            check_result(answer, "ana", "00_tour", source_nb)
+
+
 def test_workers_without_bubblewrap_or_with_another_course_version_refuse(tmp_path):
     other = tmp_path / "other-checkout"
     for part in ("source", "release"):

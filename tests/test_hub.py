@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -164,6 +165,7 @@ def test_the_class_loop_on_the_command_line(klass):
     submit(ana, solved())
     submit(bo, nbformat.read(REPO / "release" / nb_name, 4))  # first: the blank notebook
     submit(bo, solved(typical_mistake()))  # then again, with one typical mistake: this one counts
+    forged = forge_submissions(tc)  # ana's in bo's name, and dee's links to the instructor's source/
     due = datetime.datetime.now(datetime.timezone.utc)
     r = classroom(tc, "due", CHAPTER, due.strftime("%Y-%m-%d %H:%M:%S"))
     assert r.returncode == 0, r.stderr
@@ -184,6 +186,7 @@ def test_the_class_loop_on_the_command_line(klass):
     assert "never submitted" in lines[dee], out
     inbound = os.listdir(tc.exchange / "picotorch" / "inbound")
     assert sum(n.startswith(bo + "+") for n in inbound) == 2, "the earlier submission must stay in the exchange"
+    refused_as_forged(tc, forged, out, inbound)
     csv_text = (tc.state / "grading" / CHAPTER / "class.csv").read_text()
     assert f"{dee},never submitted" in csv_text and f"{cy},late" in csv_text
 
@@ -209,6 +212,80 @@ def test_the_class_loop_on_the_command_line(klass):
     assert "Permission denied" in r.stderr, "students must not list the feedback exchange"
 
 
+def forge_submissions(tc) -> dict[str, str]:
+    """What a student can put into the exchange's inbound, which everyone may write (nbgrader's design):
+    ana submits her notebook in bo's name (`nbgrader submit --student`), and dee, who never submits, files a
+    link to the instructor's source/ (which `nbgrader collect` would copy as the instructor: the solutions) and
+    a folder whose notebook is such a link. Each is later than bo's own submission; {entry: why refused}."""
+    ana, bo, cy, dee = tc.students
+    r = as_user(tc, ana, f"nbgrader submit {CHAPTER} --student {bo}")
+    assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr  # nbgrader itself lets it through
+    inbound = tc.exchange / "picotorch" / "inbound"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    source = tc.course() / "source" / CHAPTER
+    r = as_user(tc, dee, f"cd {inbound} && ln -s {source} '{dee}+{CHAPTER}+{stamp}+a' && "
+                         f"mkdir '{dee}+{CHAPTER}+{stamp}+b' && cd '{dee}+{CHAPTER}+{stamp}+b' && "
+                         f"ln -s {source}/{CHAPTER}.ipynb {CHAPTER}.ipynb && echo '{stamp}' > timestamp.txt")
+    assert r.returncode == 0, r.stderr
+    by_ana = next(n for n in os.listdir(inbound) if n.startswith(f"{bo}+") and inbound.joinpath(n).owner() == ana)
+    time.sleep(1.1)
+    return {by_ana: f"it was made by {ana}'s account in the name of {bo}",
+            f"{dee}+{CHAPTER}+{stamp}+a": "it is not a folder but a link",
+            f"{dee}+{CHAPTER}+{stamp}+b": f"it holds a link, {CHAPTER}.ipynb"}
+
+
+def refused_as_forged(tc, forged: dict[str, str], out: str, inbound: list[str]) -> None:
+    """Each forged entry was named and moved out of the exchange; the graded notebooks (with the hidden
+    tests) stay out of a student's reach."""
+    for name, why in forged.items():
+        assert f"warning: refused {name} from the exchange's inbound: {why}" in out, out
+        assert name not in inbound and (tc.state / "grading" / "refused" / CHAPTER / name).exists()
+    ana = tc.students[0]
+    r = as_user(tc, ana, f"ls {tc.state}/grading; cat {tc.course()}/autograded/{ana}/{CHAPTER}/{CHAPTER}.ipynb")
+    assert r.stderr.count("Permission denied") == 2, "the graded notebooks hold the hidden tests: " + r.stderr
+
+
+def test_an_inbound_entry_that_is_not_its_students_own_is_refused_before_collect(tmp_path, monkeypatch):
+    """hub/classroom.py's check alone (no hub, no root): an entry in another account's name, a link, a folder
+    holding a link or a FIFO (which would block `nbgrader collect`'s copy) leave the inbound before collect;
+    the entry of the account that made it stays; one changed while collected costs that copy."""
+    import pwd
+    import classroom
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    s = SimpleNamespace(exchange=tmp_path / "exchange", course_id="picotorch", state=tmp_path / "state")
+    inbound = s.exchange / "picotorch" / "inbound"
+    own, other = inbound / f"{me}+{CHAPTER}+2026-12-01 10:00:00 UTC+x", inbound / f"nobody+{CHAPTER}+t+y"
+    link, fifo = inbound / f"{me}+{CHAPTER}+t+link", inbound / f"{me}+{CHAPTER}+t+fifo"
+    for folder in (own, other, fifo):
+        folder.mkdir(parents=True)
+        (folder / f"{CHAPTER}.ipynb").write_text("{}")
+    os.mkfifo(fifo / "timestamp.txt")
+    link.symlink_to(tmp_path)
+    (inbound / f"{me}+01_tensor+t+z").symlink_to(tmp_path)  # another chapter's: not this collect's business
+    said = []
+    kept = classroom.refuse_forged(s, CHAPTER, said.append)
+    assert list(kept) == [own.name] and own.is_dir() and (inbound / f"{me}+01_tensor+t+z").is_symlink()
+    assert sorted(p.name for p in (s.state / "grading" / "refused" / CHAPTER).iterdir()) == \
+        sorted([other.name, link.name, fifo.name])
+    assert any(f"made by {me}'s account in the name of nobody" in line for line in said), said
+    assert any("not a folder but a link" in line for line in said) and \
+        any("holds a special file, timestamp.txt" in line for line in said), said
+    collected = tmp_path / "course" / "submitted" / me / CHAPTER
+    collected.mkdir(parents=True)
+    monkeypatch.setattr(classroom, "course_folder", lambda s: tmp_path / "course")
+    classroom.changed_while_collected(s, CHAPTER, kept, said.append)
+    assert collected.is_dir(), "an entry that did not change keeps its collected copy"
+    (own / f"{CHAPTER}.ipynb").unlink()
+    (own / f"{CHAPTER}.ipynb").symlink_to(tmp_path)  # swapped in while the instructor's account copied
+    classroom.changed_while_collected(s, CHAPTER, kept, said.append)
+    assert not collected.exists() and "changed or arrived while it was being collected" in said[-1]
+    collected.mkdir(parents=True)
+    kept = classroom.refuse_forged(s, CHAPTER, said.append)
+    (inbound / f"{me}+{CHAPTER}+t+late").symlink_to(tmp_path)  # put there after the check
+    classroom.changed_while_collected(s, CHAPTER, kept, said.append)
+    assert not collected.exists() and f"{me}+{CHAPTER}+t+late" in said[-1]
+
+
 # ---------------------------------------------------------------- the hub itself
 
 @needs_root
@@ -222,16 +299,33 @@ def test_make_hub_serves_the_class_and_stops_with_everything_it_started():
             student = HubUser(url, ana, tc.passwords[ana])
             assert student.logged_in
             student.start_server()
+            # the hub's own files too: its database (users, servers, tokens' hashes) and its log
             out = student.terminal(
                 f"id -un; python -c 'import course, torch, nbgrader; print(course.__file__)'; "
                 f"cat {REPO}/source/{CHAPTER}/{CHAPTER}.py; ls {REPO}; ls {tc.homes / bo}; "
-                f"ls {tc.course()}; ls {tc.exchange}/picotorch/inbound; echo end-of-checks")
+                f"ls {tc.course()}; ls {tc.exchange}/picotorch/inbound; "
+                f"cat {tc.state}/jupyterhub.sqlite {tc.state}/jupyterhub.log > /dev/null; echo end-of-checks")
             assert ana in [line.strip() for line in re.split(r"[\r\n]|\x1b\[\?2004l", out)], out
             assert "/tmp/course-hub-tests/runtime/src/course/__init__.py" in out, out
-            assert out.count("Permission denied") == 5, out
+            assert out.count("Permission denied") == 7, out
+            # the server's own token (in every process of the student's server) opens nothing of the others'
+            api = "curl -s -H \"Authorization: token $JUPYTERHUB_API_TOKEN\""
+            out = student.terminal(f"{api} {url}hub/api/users; echo; for u in services/grader/ user/$(echo {bo[:-2]})"
+                                   f"{bo[-2:]}/api/contents; do {api} -L -o /dev/null -w 'status:%{{http_code}}\\n' "
+                                   f"{url}$u; done")
+            assert not re.search(rf'"name":\s*"{bo}"', out) and bo not in out, out
+            codes = re.findall(r"status:(\d+)", out)  # bo's server is not running: the hub answers (redirects)
+            assert len(codes) == 2 and codes[0] == "403" and codes[1] in ("403", "404"), out
             assert student.http.get(f"{url}user/{ana}/formgrader", timeout=30).status_code == 404
             assert student.http.get(f"{url}services/grader/", timeout=30).status_code == 403
             assert student.http.get(f"{url}user/{bo}/api/contents", timeout=30).status_code in (403, 404)
+            # the grader page's button and its files, asked for directly: refused for a student
+            xsrf = student.http.cookies.get("_xsrf", path="/services/grader/") or ""
+            pressed = student.http.post(f"{url}services/grader/", data={"action": "grade", "chapter": CHAPTER,
+                                                                         "_xsrf": xsrf}, timeout=30)
+            assert pressed.status_code == 403, (pressed.status_code, pressed.text[:300])
+            for what in ("class.csv", "report"):
+                assert student.http.get(f"{url}services/grader/files/{CHAPTER}/{what}", timeout=30).status_code == 403
 
             teacher = HubUser(url, tc.instructor, tc.passwords[tc.instructor])
             teacher.start_server()

@@ -367,6 +367,67 @@ def grade_task(key: str, payload: dict):
 
 # -- the client side ----------------------------------------------------------------------------------
 
+class ForgedResult(ValueError):
+    """A worker's answer that no honest grader of this chapter can give; the message says why."""
+
+
+def _exact(value, kinds, what: str):
+    if type(value) not in kinds:  # exact types: a subclass could answer == or < as it likes
+        raise ForgedResult(f"{what} is a {type(value).__name__}")
+    return value
+
+
+def _number(value, what: str) -> float:
+    _exact(value, (int, float), what)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ForgedResult(f"{what} is {value}")
+    return float(value)
+
+
+def check_result(answer, student: str, chapter_id: str, source_nb) -> None:
+    """Raise ForgedResult unless `answer` (what a worker's task returned) is a result an honest grader
+    of `chapter_id` could give `student`: exact types, the chapter's exercises with their points from the
+    client's own source notebook, no exercise or gradebook row above its points, points only for a
+    pass. A worker is not trusted with the gradebook: this bounds what a forged result can write."""
+    from autograder.grade.grader import Result
+    from course.notebook import exercises
+    from course.verdicts import Status, Verdict
+    _exact(answer, (tuple,), "the answer")
+    if len(answer) != 3:
+        raise ForgedResult(f"the answer has {len(answer)} parts, not 3")
+    result = _exact(answer[0], (Result,), "the result")
+    _exact(answer[1], (str,), "the worker's name")
+    _exact(answer[2], (int,), "the worker's peak memory")
+    if _exact(result.student, (str,), "the student") != student or result.chapter != chapter_id:
+        raise ForgedResult(f"it is {result.student!r}'s result of {result.chapter!r}, not {student!r}'s of "
+                           f"{chapter_id!r}")
+    expected = {ex.id: ex for ex in exercises(source_nb).values()}
+    got = [_exact(v, (Verdict,), "a verdict") for v in _exact(result.verdicts, (list,), "the verdicts")]
+    if [v.exercise for v in got] != list(expected):
+        raise ForgedResult(f"its exercises {[v.exercise for v in got]} are not the chapter's {list(expected)}")
+    for v in got:
+        status = _exact(v.status, (Status,), f"{v.exercise}'s status")
+        points, most = _number(v.points, f"{v.exercise}'s points"), _number(v.max_points, f"{v.exercise}'s most")
+        _exact(v.message, (str,), f"{v.exercise}'s message")
+        if most != expected[v.exercise].points or not 0 <= points <= most or (points and status != Status.PASSED):
+            raise ForgedResult(f"{v.exercise} has {points:g} of {most:g} points ({status}); the chapter gives it "
+                               f"{expected[v.exercise].points:g}, and points only for a pass")
+    cells = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
+             for c in source_nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    for row in _exact(result.grades, (list,), "the gradebook rows"):
+        _exact(row, (dict,), "a gradebook row")
+        if "comment" in row:
+            continue
+        name, score = row.get("name"), row.get("auto_score")
+        if name not in cells or (score is not None and not 0 <= _number(score, f"{name}'s score") <= cells[name]):
+            raise ForgedResult(f"its gradebook row {name!r} has {score!r} points; the chapter's cell "
+                               f"{'gives ' + format(cells[name], 'g') if name in cells else 'does not exist'}")
+    for note in _exact(result.notes, (list,), "the notes"):
+        _exact(note, (str,), "a note")
+    for text, what in ((result.timestamp, "the timestamp"), (result.autograded, "the graded notebook")):
+        _exact(text, (str, type(None)), what)
+
+
 def _payload(submission, notebook_name: str) -> dict:
     data, problem = None, submission.problem
     if submission.notebook is not None:
@@ -416,6 +477,43 @@ def ensure_graders(client, plugin: GraderPlugin) -> None:
     client.register_plugin(plugin, name=PLUGIN)
 
 
+def _refuse(client, ac, future, submission, why, distrusted: set, futures: dict, plugin, notebook_name: str,
+            failed: dict, log) -> None:
+    """A worker answered with a result no honest grader gives: trust it no more in this run, and grade the
+    submission again on a worker not distrusted (or name the student as not graded, when none is left)."""
+    holders = client.who_has([future]).get(future.key) or ()
+    distrusted.update(holders)
+    where = ", ".join(holders) or "a worker that has left"
+    trusted = [w for w in client.scheduler_info()["workers"] if w not in distrusted]
+    if not trusted:
+        log(f"warning: the worker at {where} returned a result for {submission.student} that cannot be "
+            f"{plugin.chapter_id}'s ({why}): refused, and no other worker is left to grade it")
+        failed[submission.student] = f"ForgedResult: {why}"
+        return
+    log(f"warning: the worker at {where} returned a result for {submission.student} that cannot be "
+        f"{plugin.chapter_id}'s ({why}): refused; that worker is not trusted again in this run, and the "
+        f"submission is graded again on another")
+    again = client.submit(grade_task, plugin.key, _payload(submission, notebook_name),
+                          key=f"{future.key}-again-{secrets.token_hex(2)}", pure=False,
+                          resources={plugin.resource: 1}, workers=trusted, allow_other_workers=False)
+    futures[again.key] = (again, submission)
+    ac.add(again)
+
+
+def _told_refusals(statuses: dict, told: dict, plugin, address: str, log) -> bool:
+    """Say each worker's new reason to refuse; raise ClusterError when every worker refuses. Whether
+    a worker's grader of this run is ready."""
+    for worker, s in statuses.items():
+        if s["state"] == "refused" and told.get(worker) != s["reason"]:
+            told[worker] = s["reason"]
+            log(f"warning: the worker at {worker} refuses to grade {plugin.chapter_id}: {s['reason']}")
+    mine = [s for s in statuses.values() if s.get("key") == plugin.key]
+    if statuses and mine and all(s["state"] == "refused" for s in mine) and len(mine) == len(statuses):
+        reasons = "; ".join(f"{w}: {s['reason']}" for w, s in sorted(statuses.items()))
+        raise ClusterError(f"no worker of the cluster at {address} can grade {plugin.chapter_id}: {reasons}")
+    return any(s["state"] == "ready" for s in mine)
+
+
 def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_result=None, version=None,
                      repo: Path = REPO, log=None):
     """Grade `submissions` on the Dask cluster at `address`; `on_result(result, done, total)` as each lands.
@@ -424,6 +522,7 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
     ClusterError when no worker can grade, or when some submissions could not be graded after
     their workers died repeatedly (the others are passed to on_result all the same)."""
     from autograder.sandbox.bubblewrap import Limits
+    from course.notebook import read_notebook
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 
@@ -442,6 +541,8 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
                                    resources={plugin.resource: 1})
             futures[future.key] = (future, s)
         results, worker_rss, failed = {}, {}, {}
+        source_nb = read_notebook(chapter.notebook)
+        distrusted: set[str] = set()
         told: dict[str, str] = {}
         started = last_poll = time.monotonic()
         ever_ready = False
@@ -451,9 +552,16 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
             for future in batch:
                 _, submission = futures[future.key]
                 if future.status == "finished":
-                    result, pid, rss = future.result()
-                    if result.student in results:
+                    answer = future.result()
+                    if submission.student in results:
                         continue  # never twice, whatever the scheduler did
+                    try:
+                        check_result(answer, submission.student, chapter.id, source_nb)
+                    except ForgedResult as e:
+                        _refuse(client, ac, future, submission, e, distrusted, futures, plugin,
+                                chapter.notebook.name, failed, log)
+                        continue
+                    result, pid, rss = answer
                     worker_rss[pid] = max(worker_rss.get(pid, 0), rss)
                     results[result.student] = result
                     if on_result:
@@ -471,15 +579,7 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
                 continue
             last_poll = time.monotonic()
             statuses = _statuses(client)
-            for worker, s in statuses.items():
-                if s["state"] == "refused" and told.get(worker) != s["reason"]:
-                    told[worker] = s["reason"]
-                    log(f"warning: the worker at {worker} refuses to grade {chapter.id}: {s['reason']}")
-            mine = [s for s in statuses.values() if s.get("key") == plugin.key]
-            ever_ready = ever_ready or any(s["state"] == "ready" for s in mine)
-            if statuses and mine and all(s["state"] == "refused" for s in mine) and len(mine) == len(statuses):
-                reasons = "; ".join(f"{w}: {s['reason']}" for w, s in sorted(statuses.items()))
-                raise ClusterError(f"no worker of the cluster at {address} can grade {chapter.id}: {reasons}")
+            ever_ready = _told_refusals(statuses, told, plugin, address, log) or ever_ready
             if not statuses and time.monotonic() - started > NO_WORKER_TIMEOUT_S and not ever_ready:
                 raise ClusterError(f"the Dask cluster at {address} has had no worker for "
                                    f"{NO_WORKER_TIMEOUT_S:g} s: start some with `dask worker {address} --nthreads 1`")
