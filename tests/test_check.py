@@ -158,8 +158,19 @@ def test_check_in_the_live_kernel(mini):
         assert [o for o in cell.outputs if "text/html" in o.get("data", {})], cell.outputs
     live = "".join(o.data["text/html"] for o in out.cells[-2].outputs if o.output_type == "display_data")
     assert "passed" in live and PASSED_VISIBLE in live, live
-    assert "not attempted" in "".join(o.data["text/html"] for o in out.cells[-1].outputs
-                                      if o.output_type == "display_data")
+    whole = "".join(o.data["text/html"] for o in out.cells[-1].outputs if o.output_type == "display_data")
+    assert "not attempted" in whole
+    # issue 43: the kernel ran cells the saved file does not hold: said first, in a box the student cannot miss
+    assert whole.index("class='course-unsaved'") < whole.index("not attempted"), whole
+    assert "is older than what this kernel ran" in whole and "Save (Ctrl+S), then run check() again" in whole
+    assert "course-unsaved" not in live, "check('ex') runs the live kernel: nothing to save for it"
+
+
+def test_unsaved_cells_counts_what_the_kernel_ran_that_the_saved_file_lacks():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n"), nbformat.v4.new_markdown_cell("y")])
+    from course.check import unsaved_cells
+    assert unsaved_cells(nb, ["x = 1", "check()"]) == 0  # the cell running check() itself is not counted
+    assert unsaved_cells(nb, ["x = 1  ", "x = 2", "", "check()"]) == 1
 
 
 @on_mini
