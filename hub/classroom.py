@@ -447,14 +447,16 @@ def _mark_hand_grades(s, chapter: str, course: Path, staged: list[str]) -> None:
                 submission = gb.find_submission(chapter, name)
             except MissingEntry:
                 continue
-            scores = {g.name: g.manual_score for nb in submission.notebooks for g in nb.grades
-                      if g.manual_score is not None}
+            # graded by hand: the instructor's points; an answer left as released: nbgrader's 0, no hand grade
+            said = {g.name: f"{g.manual_score:g} / {{}} (graded by your instructor)" for nb in submission.notebooks
+                    for g in nb.grades if g.manual_score is not None}
+            said.update({g.name: "0 / {} (no answer written)" for nb in submission.notebooks for g in nb.grades
+                         if g.manual_score is None and not g.needs_manual_grade and not g.auto_score})
             page = course / "feedback" / name / chapter / f"{chapter}.html"
             html = page.read_text()
-            for exercise, score in scores.items():
-                html = re.sub(rf"<td class='hand' data-exercise='{re.escape(exercise)}'>[^<]*/ ([0-9.]+)</td>",
-                              lambda m, sc=score: f"<td class='hand' data-exercise='{exercise}'>{sc:g} / "
-                                                  f"{m.group(1)} (graded by your instructor)</td>", html)
+            for exercise, text in said.items():
+                html = re.sub(rf"(<td class='hand' data-exercise='{re.escape(exercise)}'>)[^<]*/ ([0-9.]+)</td>",
+                              lambda m, text=text: f"{m.group(1)}{text.format(m.group(2))}</td>", html)
             page.write_text(html)
 
 
@@ -488,8 +490,14 @@ def status(s, out=print) -> int:
         graded = (s.state / "grading" / chapter / "class.csv").is_file()
         shown = "released" if chapter in released(s) else "not released"
         feedback = len(list((course / "feedback").glob(f"*/{chapter}/{chapter}.html")))
+        try:
+            newest = json.loads((s.state / "grading" / chapter / "class.json").read_text())["newest_submission"]
+        except (OSError, ValueError, KeyError):
+            newest = ""
+        newer = sum(1 for i in mine if i.timestamp > newest) if graded and newest else 0
         out(f"  {chapter:<14} {shown:<13} {len(mine)} submission(s) from {len(students)} student(s)"
-            + (f"; graded, feedback for {feedback}" if graded else ""))
+            + (f"; graded, feedback for {feedback}" if graded else "")
+            + (f"; {newer} newer submission(s) not graded yet" if newer else ""))
     return 0
 
 

@@ -38,6 +38,8 @@ import classroom  # noqa: E402
 import settings as hub_settings  # noqa: E402
 
 S = hub_settings.load(os.environ["HUB_STATE"])
+# nbgrader's gradebook (read for the answers still to grade by hand) runs `alembic` as a command
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
 PREFIX = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/grader/")
 ACTIONS = {"grade": "Collect and grade", "release-feedback": "Release feedback"}
 
