@@ -95,6 +95,24 @@ def test_the_classroom_command_without_a_hub_says_what_to_do(tmp_path):
     assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_stopping_gives_the_repository_back_its_mode(tmp_path):
+    """What `make hub` closed (chmod o-rwx), `make hub-stop` (or the hub's own stop) opens again, once; a
+    second start keeps the mode from before the first."""
+    import start
+    from settings import Settings
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    repo.mkdir(mode=0o755)
+    state.mkdir()
+    s = Settings(state=state, repo=repo, runtime_dir=tmp_path / "runtime")
+    start.close_repository(s)
+    start.close_repository(s)  # a second start: the mode to restore is still 755
+    assert _mode(repo) == 0o750
+    done = subprocess.run([sys.executable, str(REPO / "hub" / "start.py"), "--stop", "--state", str(state)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "no hub of" in done.stdout and "back its mode 755" in done.stdout, done.stdout
+    assert _mode(repo) == 0o755 and start.restore_repository(state) is None
+
+
 # ---------------------------------------------------------------- the command-line loop
 
 @pytest.fixture(scope="module")
