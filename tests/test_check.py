@@ -308,3 +308,14 @@ def test_a_failing_visible_test_shows_a_traceback_that_ends_at_its_line(tmp_path
         frames = re.findall(r"^(Cell In\[\d+\], line \d+.*|File .*)$", text, re.M)
         assert frames and frames[-1].startswith("Cell In"), f"{name}: it does not end in the test:\n{text}"
         assert text.rstrip().endswith(error.evalue.splitlines()[-1]), f"{name}: the message changed:\n{text}"
+
+
+def test_visible_test_cells_let_run_all_go_on_past_a_failure():
+    """Issue 43: JupyterLab's Run All stops at a cell that raises unless it is tagged raises-exception; every
+    visible test cell of the release is, so a student with one mistake still reaches check() at the end (the
+    failure shows in the cell, and check() and the grader read it from there)."""
+    for chapter in CHAPTERS:
+        nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+        tests = {i for ex in exercises(nb).values() for i in ex.test_cells}
+        tagged = {i for i, c in enumerate(nb.cells) if "raises-exception" in c.metadata.get("tags", [])}
+        assert tests and tagged == tests, (chapter.id, sorted(tagged ^ tests))
