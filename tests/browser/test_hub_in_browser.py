@@ -79,12 +79,15 @@ def wait_for_job(page, url: str, timeout: float, seen: list[str] | None = None) 
     deadline = time.monotonic() + timeout
     seen = [] if seen is None else seen
     while True:
-        page.goto(f"{url}services/grader/", timeout=60_000)
         try:
+            page.goto(f"{url}services/grader/", timeout=60_000)
             state = page.locator("#job-state").inner_text(timeout=10_000)
             log = page.locator("#log").text_content(timeout=10_000)  # the raw log is folded away
             progress = page.locator("#progress").all_inner_texts()
-        except playwright.Error:  # the page refreshed itself under us
+        except playwright.Error:  # the page refreshed itself under us (or during the goto)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
             continue
         if progress:
             seen.append(progress[0])
