@@ -172,12 +172,7 @@ def test_the_class_loop_on_the_command_line(klass):
     assert r.stderr.count("Permission denied") == 4, r.stderr
 
     def submit(name, nb):
-        nbformat.write(nb, "/tmp/" + name + ".ipynb")
-        os.chmod("/tmp/" + name + ".ipynb", 0o644)
-        r = as_user(tc, name, f"cp /tmp/{name}.ipynb {nb_name} && nbgrader submit {CHAPTER}")
-        os.unlink("/tmp/" + name + ".ipynb")
-        assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr
-        time.sleep(1.1)  # nbgrader's timestamps tell submissions apart
+        _submit(tc, name, nb)
 
     written = solved()
     for ex in exercises(written).values():  # ana also writes her answer to the question graded by hand
@@ -195,8 +190,24 @@ def test_the_class_loop_on_the_command_line(klass):
     submit(ana, nbformat.read(REPO / "release" / nb_name, 4))  # late, blank: the on-time one counts
 
     r = classroom(tc, "grade", CHAPTER, "--workers", "1", timeout=1200)  # 2 to run: 1 grader
-    out = r.stdout
-    assert r.returncode == 0, out + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    _the_first_grading_says(tc, r.stdout)
+    _feedback_is_released(tc)
+    _a_resubmission_is_graded_alone(tc)
+
+
+def _submit(tc, name, nb):
+    nb_name = f"{CHAPTER}/{CHAPTER}.ipynb"
+    nbformat.write(nb, "/tmp/" + name + ".ipynb")
+    os.chmod("/tmp/" + name + ".ipynb", 0o644)
+    r = as_user(tc, name, f"cp /tmp/{name}.ipynb {nb_name} && nbgrader submit {CHAPTER}")
+    os.unlink("/tmp/" + name + ".ipynb")
+    assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr
+    time.sleep(1.1)  # nbgrader's timestamps tell submissions apart
+
+
+def _the_first_grading_says(tc, out):
+    ana, bo, cy, dee = tc.students
     assert "3 new or changed, 0 unchanged" in out, out
     assert str(tc.state) not in out and str(tc.homes) not in out and str(REPO) not in out, "server paths shown"
     summary = out.split(" students submitted", 1)[1]  # the class's lines, after autograder grade's own table
@@ -219,6 +230,9 @@ def test_the_class_loop_on_the_command_line(klass):
     pending = report.split("id='hand-pending'>", 1)[1].split("</p>", 1)[0]
     assert ana in pending and bo not in pending, pending  # bo wrote nothing: nbgrader gives 0, nothing to grade
 
+
+def _feedback_is_released(tc):
+    ana, bo, cy, dee = tc.students
     r = classroom(tc, "release-feedback", CHAPTER)  # ana's written answer is not graded by hand yet
     assert r.returncode == 1 and "still have answers to grade by hand" in r.stderr and ana in r.stderr, r.stderr
     r = classroom(tc, "release-feedback", CHAPTER, "--yes")
@@ -246,15 +260,19 @@ def test_the_class_loop_on_the_command_line(klass):
     r = as_user(tc, ana, f"ls {tc.exchange}/picotorch/feedback")
     assert "Permission denied" in r.stderr, "students must not list the feedback exchange"
 
-    # cy resubmits, right this time: grading again grades cy alone, and keeps the others' grades
-    submit(cy, solved())
+
+def _a_resubmission_is_graded_alone(tc):
+    """cy resubmits, right this time: grading again grades cy alone, and keeps the others' grades; the
+    grader page's table shows the class, and a submission after the grading says the grading is not current."""
+    ana, bo, cy, dee = tc.students
+    _submit(tc, cy, solved())
     r = classroom(tc, "grade", CHAPTER, "--workers", "1", timeout=600)
     assert r.returncode == 0 and "1 new or changed, 2 unchanged" in r.stdout, r.stdout + r.stderr
     assert re.search(rf"{cy} +15/17 .*late by", r.stdout) and re.search(rf"{bo} +13/17", r.stdout), r.stdout
     table, state = _grader_page(tc)
     _the_table_shows_the_class(tc, table)
     assert "graded" in state and "wait" not in state, state
-    submit(bo, solved())
+    _submit(tc, bo, solved())
     _, state = _grader_page(tc)
     assert "graded, but 1 newer submission(s) wait" in state and bo in state, state
 

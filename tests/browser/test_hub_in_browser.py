@@ -171,6 +171,11 @@ def _loop(browser, url, tc, ana, bo):
         shot(page, f"04-{'a' if name == ana else 'b'}-student-submitted")
         students[name] = page
 
+    _grade_and_release(teacher, url, tc, ana, bo)
+    _students_read_their_feedback(students, url, ana, bo)
+
+
+def _grade_and_release(teacher, url, tc, ana, bo):
     # the instructor collects and grades the class, then releases the feedback, from the grader page
     teacher.goto(f"{url}services/grader/", timeout=60_000)
     assert "2 of 2" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
@@ -212,6 +217,9 @@ def _loop(browser, url, tc, ana, bo):
     assert asked and "grade by hand" in asked[0], asked
     shot(teacher, "07-instructor-releases-feedback")
 
+
+
+def _students_read_their_feedback(students, url, ana, bo):
     # each student fetches their feedback from the Assignment List and reads it
     hidden = hidden_test_lines()
     for name, expect in ((ana, "15 / 15"), (bo, "13 / 15")):
