@@ -82,7 +82,7 @@ PAGE = """<!DOCTYPE html>
 body {{ font-family: system-ui, sans-serif; max-width: 90rem; margin: 1.5rem auto; padding: 0 1rem; }}
 table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid #d0d7de; padding: .3rem .55rem;
   text-align: left; vertical-align: top; }}
-#class td, #class th {{ white-space: nowrap; }} #class td.notes {{ white-space: normal; min-width: 16rem; }}
+#class td, #class th {{ white-space: nowrap; }} #class td.notes {{ white-space: normal; min-width: 12rem; }}
 #class th.ex {{ writing-mode: vertical-rl; transform: rotate(180deg); font-weight: normal; font-size: .8rem; }}
 #class td.ex {{ text-align: center; }} #class th[data-sort] {{ cursor: pointer; }}
 pre {{ background: #f6f8fa; padding: .8rem; white-space: pre-wrap; font-size: .85rem; }}
@@ -192,9 +192,8 @@ class GraderPage(HubOAuthenticated, RequestHandler):
         rows = [self._chapter_row(chapter, subs, xsrf) for chapter in classroom.released(S)]
         if not rows:
             rows.append("<tr><td colspan='7'>No chapter released yet: release one from formgrader.</td></tr>")
-        job, refresh = job_html(JOB)
-        if refresh:
-            refresh = "<meta http-equiv='refresh' content='2'>"
+        job, running = job_html(JOB)
+        refresh = "<meta http-equiv='refresh' content='2'>" if running else ""
         if shown is None and JOB is not None:
             shown = JOB.chapter
         table = class_table(shown) if shown else ""
@@ -268,12 +267,14 @@ def class_table(chapter: str) -> str:
     rows = table["rows"]
     exercises = list(dict.fromkeys(ex for r in rows for ex in r.get("exercises", {})))
     pending = classroom.hand_grading_pending(S, chapter)
-    head = ("<tr><th data-sort>student</th><th data-sort>name</th><th data-sort>status</th><th data-sort>score</th>"
+    head = ("<tr><th data-sort>student</th><th data-sort>name</th><th>feedback</th><th data-sort>status</th>"
+            "<th data-sort>score</th>"
             + "".join(f"<th class='ex' data-sort title='{_e(ex)}'>{_e(ex)}</th>" for ex in exercises)
-            + "<th data-sort>late by</th><th data-sort>submissions</th><th data-sort>by hand</th><th>notes</th>"
-              "<th>feedback</th></tr>")
+            + "<th data-sort>late by</th><th data-sort>submissions</th><th data-sort>by hand</th><th>notes</th></tr>")
     body = "".join(_student_row(chapter, r, exercises, pending.get(r["student"], [])) for r in rows)
     legend = " ".join(f"<span class='{cls}'>{mark}</span> {_e(status)}" for status, (mark, cls) in MARKS.items())
+    legend = legend.replace("manually graded", "to grade by hand") + " <span class='hand'>✔</span> graded by hand " \
+        "(or left blank: nothing to grade)"
     return (f"<h2 id='class'>{_e(chapter)}: the class</h2><p class='small'>{_e(table.get('run') or '')} "
             f"Due {_e(table.get('due') or 'not set')}; late policy {_e(table.get('policy', 'latest'))}. "
             f"{legend}. Click a heading to sort.</p>"
@@ -296,11 +297,11 @@ def _student_row(chapter: str, r: dict, exercises: list[str], hand: list[str]) -
     feedback = (f"<a href='{PREFIX}files/{chapter}/feedback/{_e(r['student'])}'>feedback</a>"
                 if r["status"] != "never submitted" else "")
     return (f"<tr data-student='{_e(r['student'])}'><td>{_e(r['student'])}</td><td>{_e(r.get('folder', ''))}</td>"
-            f"<td class='{'bad' if r['status'] != 'graded' else ''}'>{_e(r['status'])}</td>"
+            f"<td>{feedback}</td><td class='{'bad' if r['status'] != 'graded' else ''}'>{_e(r['status'])}</td>"
             f"<td data-key='{r['score']}'>{score}</td>{''.join(cells)}"
             f"<td>{_e(r['late_by'])}</td><td>{r['submissions']}</td>"
             f"<td class='hand'>{_e(', '.join(hand)) or ''}</td>"
-            f"<td class='notes'>{'<br>'.join(_e(n) for n in r.get('notes', []))}</td><td>{feedback}</td></tr>")
+            f"<td class='notes'>{'<br>'.join(_e(n) for n in r.get('notes', []))}</td></tr>")
 
 
 class GradingFiles(HubOAuthenticated, RequestHandler):
