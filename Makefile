@@ -34,6 +34,14 @@ lab: setup
 hub: setup
 	$(VENV)/python hub/start.py --port $(PORT) --ip $(HUB_IP) --users $(HUB_USERS) --exchange $(HUB_EXCHANGE) --state $(HUB_STATE) --homes $(HUB_HOMES) $(HUB_ARGS)
 
+# stop the hub of HUB_STATE (it gives the repository its mode back); hub-remove also deletes the accounts it made
+.PHONY: hub-stop hub-remove
+hub-stop:
+	$(VENV)/python hub/start.py --stop --state $(HUB_STATE)
+
+hub-remove:
+	$(VENV)/python hub/start.py --remove --state $(HUB_STATE)
+
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup
 

@@ -185,11 +185,12 @@ class Checker:
                 verdicts, notes = self._hidden(path)
                 _show_hidden(path, [v for v in verdicts if exercise in (None, v.exercise)], notes)
                 return
+            stale = _unsaved_in_kernel(path) if exercise is None else 0
             verdicts = self.verdicts(exercise)
         except (NotebookError, HiddenTestsUnavailable) as e:
             _show_text(f"check: {e}")
             return
-        _show(verdicts, whole=exercise is None, path=path)
+        _show(verdicts, whole=exercise is None, path=path, stale=stale)
 
     def verdicts(self, exercise: str | None = None) -> list[Verdict]:
         """The verdicts `check(exercise)` shows, without showing them."""
@@ -270,12 +271,45 @@ def _show_hidden(path: Path, verdicts: list[Verdict], notes: list[str]) -> None:
         print(format_hidden(path, verdicts, notes))
 
 
-def _show(verdicts, whole: bool, path: Path) -> None:
+def unsaved_cells(nb, ran: list[str]) -> int:
+    """How many of the cells a kernel ran (`ran`, oldest first, the cell running now last) the saved notebook
+    `nb` does not hold as they ran: edits not saved yet (or cells deleted since)."""
+    def norm(source: str) -> str:
+        return "\n".join(line.rstrip() for line in source.strip().splitlines())
+    saved = {norm(c.source) for c in nb.cells if c.cell_type == "code"}
+    return len({norm(s) for s in ran[:-1] if s.strip()} - saved)
+
+
+def unsaved_warning(path: Path, count: int) -> str:
+    return (f"The saved file {path.name} is older than what this kernel ran: {count} cell(s) you ran are not in "
+            f"it as they ran. check() grades the saved file, so unsaved work shows as not attempted or failed. "
+            f"Save (Ctrl+S), then run check() again.")
+
+
+def _unsaved_in_kernel(path: Path) -> int:
+    """unsaved_cells of the saved notebook at `path` against this kernel's history; 0 outside a kernel."""
+    if not _in_notebook():
+        return 0
+    from IPython import get_ipython
+    try:
+        return unsaved_cells(read_notebook(path), list(get_ipython().history_manager.input_hist_raw[1:]))
+    except (OSError, NotebookError):
+        return 0
+
+
+def _show(verdicts, whole: bool, path: Path, stale: int = 0) -> None:
     header = f"Checked the saved file {path} in a fresh kernel" if whole else "Ran the visible tests in this kernel"
     if _in_notebook():
         from IPython.display import HTML, display
         note = SAVE_FIRST if whole else ""
-        display(HTML(f"<p>{html.escape(header)}{note}</p>" + _html_table(verdicts)))
+        # Said above the table, large and red: a student who ran everything and did not save must not read
+        # "not attempted" as the verdict on their code.
+        warning = (f"<div class='course-unsaved' style='border:2px solid #cf222e;background:#ffebe9;"
+                   f"padding:.6rem .8rem;margin:.4rem 0;font-size:1.1em;font-weight:bold'>⚠ "
+                   f"{html.escape(unsaved_warning(path, stale))}</div>") if stale else ""
+        display(HTML(warning + f"<p>{html.escape(header)}{note}</p>" + _html_table(verdicts)))
     else:
+        if stale:
+            print("WARNING: " + unsaved_warning(path, stale))
         print(header)
         print(format_table(verdicts))

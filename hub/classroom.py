@@ -1,9 +1,10 @@
 """The instructor's side of the loop on the course hub, after the chapter is released.
 
-    python hub/classroom.py grade CHAPTER [--workers N]    collect, then grade the class with `autograder grade`
-    python hub/classroom.py release-feedback CHAPTER       hand each graded student their feedback page
-    python hub/classroom.py status                         chapters released, submitted, graded
-    python hub/classroom.py due CHAPTER "YYYY-MM-DD HH:MM" [--tz UTC]   set the due date (formgrader can too)
+    python hub/classroom.py grade CHAPTER [--workers N] [--all]   collect, then grade what changed (--all: everyone)
+    python hub/classroom.py release-feedback CHAPTER [--yes]     hand each graded student their feedback page
+    python hub/classroom.py status                               chapters released, submitted, graded
+    python hub/classroom.py due CHAPTER "YYYY-MM-DD HH:MM" [--tz UTC] [--late-policy latest|on-time]
+                                                                 set the due date (formgrader can too)
 
 Run as root, where `make hub` ran (HUB_STATE or --state says which hub). The
 grader page of the hub (/services/grader/, the instructor's alone) runs the same
@@ -14,10 +15,16 @@ grade:   `nbgrader collect --update`, as the instructor, takes each student's
          stays in the exchange's inbound); `autograder grade` grades them in its
          sandbox into the course's gradebook (formgrader sees them) and
          HUB_STATE/grading/CHAPTER/; each page of feedback (no hidden test in it)
-         is staged in the course's feedback/ for nbgrader's release_feedback. A
-         submission after the due date is graded, marked late with how late, and
-         not penalised (nbgrader's default). A student on the list who never
-         submitted is in the class's table with 0 and gets no feedback.
+         is staged in the course's feedback/ for nbgrader's release_feedback. Only
+         submissions new or changed since the last grading are graded (by their
+         content, the course version and the limits); --all grades everyone again.
+         A submission after the due date is marked late with how late, and not
+         penalised (nbgrader's default). The late policy of a chapter (`due
+         --late-policy`) says which submission counts: the latest (default), or
+         the latest on time, the later ones kept and noted. A student on the list
+         who never submitted is in the class's table with 0 and gets no feedback.
+release-feedback: refuses while answers wait to be graded by hand in formgrader
+         (names them), unless --yes; their pages say "not graded yet".
 """
 from __future__ import annotations
 
@@ -214,115 +221,237 @@ def _late_note(html: str, note: str) -> str:
     return html[:at + 5] + "\n" + paragraph + html[at + 5:] if at >= 0 else paragraph + html
 
 
-def grade(s, chapter: str, workers: int | None = None, out=print) -> int:
+POLICIES = {"latest": "the latest submission counts, on time or late",
+            "on-time": "the latest submission before the due date counts; later ones are kept, not graded"}
+
+
+@dataclass
+class Picked:
+    """The submission of one student that this grading grades, and why that one."""
+    folder: Path
+    stamp: str
+    count: int  # the student's submissions of the chapter in the exchange
+    late_by: str = ""
+    note: str = ""  # which submission counts, when there is a choice
+
+
+def grade(s, chapter: str, workers: int | None = None, out=print, regrade_all: bool = False) -> int:
+    """Collect, pick each student's submission (the late policy), grade what changed, stage feedback."""
     _check_chapter(s, chapter)
+    _check_inbound(s, chapter, out)
+    course = course_folder(s)
+    _collect(s, chapter, course, out)
+    due, policy = _due_date(s, chapter), late_policy(s, chapter)
+    picked = _pick(s, chapter, course, due, policy)
+    work = s.state / "grading" / chapter
+    _stage_intake(s, work, chapter, picked)
+    _write_roster(s, work, picked, due, policy)
+    said = _run_autograder(s, chapter, work, workers, regrade_all, out)
+    rows = [_row(s, chapter, work, name, picked.get(name)) for name in s.students]
+    for row in rows:
+        if row["status"] != "never submitted":
+            _stage_feedback(course, work, chapter, row, picked[row["student"]], due)
+    _add_students(s)
+    _chown_course(s)
+    _write_class_table(s, chapter, work, rows, due, policy, said)
+    _tell_class(s, chapter, rows, due, policy, out)
+    return 0
+
+
+def _check_inbound(s, chapter: str, out) -> None:
     mine = [i for i in inbound(s) if i.chapter == chapter]
     others = sorted({i.chapter for i in inbound(s) if i.chapter != chapter})
     if not mine:
         elsewhere = f" (the exchange holds submissions of {', '.join(others)})" if others else ""
         raise ClassroomError(f"no submissions of {chapter} in the exchange yet{elsewhere}: nothing was collected "
                              f"and nothing graded. Students submit from the Assignment List.")
-    unknown = sorted({i.student for i in mine} - set(s.students))
-    for name in unknown:
+    for name in sorted({i.student for i in mine} - set(s.students)):
         out(f"warning: {name} submitted {chapter} but is not a student of the class list; not graded")
     for name in sorted({i.student for i in inbound(s) if i.chapter not in chapters(s)}):
         wrong = sorted({i.chapter for i in inbound(s) if i.student == name and i.chapter not in chapters(s)})
         out(f"warning: {name} submitted {', '.join(wrong)}, which is no chapter of this course; ignored")
 
-    course = course_folder(s)
-    kept = refuse_forged(s, chapter, out)
+
+
+def _collect(s, chapter: str, course: Path, out) -> None:
+    kept = refuse_forged(s, chapter, out)  # entries not their student's own leave the inbound first
     collected = as_user(s, s.instructor, ["nbgrader", "collect", "--update", chapter], cwd=course)
     changed_while_collected(s, chapter, kept, out)
     for line in collected.stdout.splitlines() + collected.stderr.splitlines():
         if "WARNING" in line or "ERROR" in line or "cheating" in line:
-            out("nbgrader collect: " + line.strip())
+            out("nbgrader collect: " + plain(s, line.strip()))
     if collected.returncode != 0:
-        raise ClassroomError(f"nbgrader collect {chapter} failed:\n{collected.stderr.strip()[-2000:]}")
+        raise ClassroomError(f"nbgrader collect {chapter} failed:\n{plain(s, collected.stderr.strip()[-2000:])}")
 
-    submitted = {name: course / "submitted" / name / chapter for name in s.students
-                 if (course / "submitted" / name / chapter).is_dir()}
-    work = s.state / "grading" / chapter
+
+def _pick(s, chapter: str, course: Path, due, policy: str) -> dict[str, Picked]:
+    """{student: the submission to grade}. nbgrader's collect took the latest; under the on-time policy a
+    student whose latest is late and who submitted before the due date gets that one instead (copied from
+    the exchange into submitted/, so that formgrader shows the same)."""
+    picked = {}
+    for name in s.students:
+        folder = course / "submitted" / name / chapter
+        if not folder.is_dir():
+            continue
+        mine = [i for i in inbound(s) if i.chapter == chapter and i.student == name]
+        late = [i for i in mine if due is not None and _parse_stamp(i.timestamp) > due]
+        on_time = [i for i in mine if i not in late]
+        note = f"{len(mine)} submissions: the latest counts" if len(mine) > 1 else ""
+        if policy == "on-time" and late and on_time and late[-1] is mine[-1]:
+            shutil.rmtree(folder)
+            shutil.copytree(on_time[-1].path, folder, symlinks=True)
+            note = (f"{len(mine)} submissions: the latest before the due date ({on_time[-1].timestamp}) counts; "
+                    f"{len(late)} after it kept, not graded (late policy: on time)")
+        stamp = (folder / "timestamp.txt").read_text().strip() if (folder / "timestamp.txt").is_file() else ""
+        late_by = ""
+        if due is not None and stamp:
+            seconds = (_parse_stamp(stamp) - due).total_seconds()
+            late_by = _duration(seconds) if seconds > 0 else ""
+        picked[name] = Picked(folder, stamp, max(1, len(mine)), late_by, note)
+    return picked
+
+
+def _stage_intake(s, work: Path, chapter: str, picked: dict[str, Picked]) -> None:
     intake = work / "intake" / "submitted"
     shutil.rmtree(work / "intake", ignore_errors=True)
-    for name, folder in submitted.items():
-        shutil.copytree(folder, intake / name / chapter, symlinks=True)
+    for name, p in picked.items():
+        shutil.copytree(p.folder, intake / name / chapter, symlinks=True)
     os.chmod(s.state / "grading", 0o700)
-    results_dir = work / "out"
-    argv = [str(s.repo / ".venv" / "bin" / "autograder"), "grade", chapter, str(intake), "--out", str(results_dir),
-            "--db", _gradebook_url(s), "--repo", str(s.repo)]
-    if workers:
-        argv += ["--workers", str(workers)]
-    out(f"collected the latest submission of {len(submitted)} student(s); grading with autograder grade ...")
+
+
+def _write_roster(s, work: Path, picked: dict[str, Picked], due, policy: str) -> None:
+    """work/out/roster.json: who was late and who never submitted, for the class report (grade/report.py)."""
+    roster = {"due": f"{due:%Y-%m-%d %H:%M} UTC" if due else "", "policy": policy,
+              "never_submitted": [n for n in s.students if n not in picked],
+              "students": {n: {"late_by": p.late_by, "submitted": p.stamp, "submissions": p.count, "note": p.note}
+                           for n, p in picked.items()}}
+    (work / "out").mkdir(parents=True, exist_ok=True)
+    (work / "out" / "roster.json").write_text(json.dumps(roster, indent=1) + "\n")
+
+
+def _run_autograder(s, chapter: str, work: Path, workers: int | None, regrade_all: bool, out) -> str:
+    """`autograder grade` into work/out, incrementally unless `regrade_all`; its lines relayed without the
+    server's paths (the grader page shows them). Returns its line on what was graded and what kept."""
+    argv = [str(s.repo / ".venv" / "bin" / "autograder"), "grade", chapter, str(work / "intake"),
+            "--out", str(work / "out"), "--db", _gradebook_url(s), "--repo", str(s.repo)]
+    argv += ["--workers", str(workers)] if workers else []
+    argv += [] if regrade_all else ["--only-changed"]
+    out(f"collected the latest submissions; grading {'everyone again' if regrade_all else 'what changed'} "
+        f"with autograder grade ...")
+    said = ""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
-        out("  " + line.rstrip())
+        line = plain(s, line.rstrip())
+        said = line if " new or changed, " in line else said
+        out("  " + line)
     if proc.wait() != 0:
         _chown_course(s)
         raise ClassroomError(f"autograder grade {chapter} failed (exit {proc.returncode}); see its output above. "
                              f"Nothing was staged for feedback.")
+    return said
 
-    due = _due_date(s, chapter)
-    counts = {}
-    for i in inbound(s):
-        if i.chapter == chapter:
-            counts[i.student] = counts.get(i.student, 0) + 1
-    rows = []
-    for name in s.students:
-        if name not in submitted:
-            rows.append({"student": name, "status": "never submitted", "score": 0, "max_score": "",
-                         "submitted": "", "late_by": "", "submissions": 0})
-            continue
-        result_file = results_dir / "results" / f"{name}.json"
-        result = json.loads(result_file.read_text()) if result_file.is_file() else {}
-        stamp = (submitted[name] / "timestamp.txt").read_text().strip()
-        late = ""
-        if due is not None:
-            seconds = (_parse_stamp(stamp) - due).total_seconds()
-            late = _duration(seconds) if seconds > 0 else ""
-        rows.append({"student": name, "status": "late" if late else "graded", "score": result.get("score", 0),
-                     "max_score": result.get("max_score", ""), "submitted": stamp, "late_by": late,
-                     "submissions": counts.get(name, 1), "notes": result.get("notes", [])})
-        page = results_dir / "feedback" / name / f"{chapter}.html"
-        if page.is_file():
-            html = page.read_text()
-            if late:
-                html = _late_note(html, f"Submitted {stamp}, {late} after the due date "
-                                        f"({due:%Y-%m-%d %H:%M} UTC): graded as it is, marked late.")
-            target = course / "feedback" / name / chapter
-            shutil.rmtree(target, ignore_errors=True)
-            target.mkdir(parents=True)
-            (target / f"{chapter}.html").write_text(html)
-            for name_ in ("timestamp.txt", "submission_secret.txt"):
-                if (submitted[name] / name_).is_file():
-                    shutil.copyfile(submitted[name] / name_, target / name_)
-        autograded = results_dir / "autograded" / name / chapter
-        if autograded.is_dir():
-            shutil.copytree(autograded, course / "autograded" / name / chapter, dirs_exist_ok=True)
 
-    _add_students(s)
-    _chown_course(s)
+def plain(s, text: str) -> str:
+    """`text` with the server's folders named as the instructor knows them, not by their absolute paths."""
+    course = course_folder(s)
+    for path, name in ((s.state / "grading", "grading"), (course, "~/course"), (s.state, "the hub's state"),
+                       (s.repo, "the course repository"), (s.exchange, "the exchange")):
+        text = text.replace(str(path), name)
+    return text
+
+
+def _row(s, chapter: str, work: Path, name: str, p: Picked | None) -> dict:
+    """One student's line of the class table: status, score, each exercise, lateness, notes."""
+    if p is None:
+        return {"student": name, "status": "never submitted", "score": 0, "max_score": "", "submitted": "",
+                "late_by": "", "submissions": 0, "notes": [], "exercises": {}, "folder": name}
+    result_file = work / "out" / "results" / f"{name}.json"
+    result = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    exercises = {v["exercise"]: {"status": v["status"], "points": v.get("points", 0),
+                                 "max_points": v.get("max_points", 0)} for v in result.get("exercises", [])}
+    notes = ([p.note] if p.note else []) + [plain(s, n) for n in result.get("notes", [])]
+    return {"student": name, "status": "late" if p.late_by else "graded", "score": result.get("score", 0),
+            "max_score": result.get("max_score", ""), "submitted": p.stamp, "late_by": p.late_by,
+            "submissions": p.count, "notes": notes, "exercises": exercises,
+            "folder": result.get("folder") or name}
+
+
+def _stage_feedback(course: Path, work: Path, chapter: str, row: dict, p: Picked, due) -> None:
+    """The student's page into the course's feedback/ (for nbgrader's release_feedback), with the lateness
+    and the choice of submission said at its top; the executed notebook for formgrader."""
+    name = row["student"]
+    page = work / "out" / "feedback" / name / f"{chapter}.html"
+    if page.is_file():
+        html = page.read_text()
+        if p.late_by:
+            html = _late_note(html, f"Submitted {p.stamp}, {p.late_by} after the due date "
+                                    f"({due:%Y-%m-%d %H:%M} UTC): graded as it is, marked late.")
+        if p.note and "late policy" in p.note:
+            html = _late_note(html, f"This grade is of your submission of {p.stamp}, the latest before the due "
+                                    f"date; what you submitted after it is kept but not graded.")
+        target = course / "feedback" / name / chapter
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        (target / f"{chapter}.html").write_text(html)
+        for file in ("timestamp.txt", "submission_secret.txt"):
+            if (p.folder / file).is_file():
+                shutil.copyfile(p.folder / file, target / file)
+    autograded = work / "out" / "autograded" / name / chapter
+    if autograded.is_dir():
+        shutil.copytree(autograded, course / "autograded" / name / chapter, dirs_exist_ok=True)
+
+
+def _write_class_table(s, chapter: str, work: Path, rows: list[dict], due, policy: str, said: str) -> None:
+    """class.csv (for a spreadsheet) and class.json (the grader page's table), with what this run graded."""
     fields = ["student", "status", "score", "max_score", "submitted", "late_by", "submissions"]
     (work / "class.csv").write_text(_csv_cells().csv_text([[r.get(f) for f in fields] for r in rows], fields))
+    stamps = [i.timestamp for i in inbound(s) if i.chapter == chapter]
+    table = {"chapter": chapter, "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+             "newest_submission": max(stamps, default=""), "inbound": len(stamps),
+             "due": f"{due:%Y-%m-%d %H:%M} UTC" if due else "", "policy": policy, "run": said, "rows": rows}
+    tmp = work / "class.json.tmp"
+    tmp.write_text(json.dumps(table, indent=1) + "\n")
+    os.replace(tmp, work / "class.json")
 
+
+def _tell_class(s, chapter: str, rows: list[dict], due, policy: str, out) -> None:
+    submitted = [r for r in rows if r["status"] != "never submitted"]
     out("")
     out(f"{chapter}: {len(submitted)} of {len(s.students)} students submitted"
-        + (f"; due {due:%Y-%m-%d %H:%M} UTC" if due else "; no due date set"))
+        + (f"; due {due:%Y-%m-%d %H:%M} UTC, late policy: {policy}" if due else "; no due date set"))
     for r in rows:
         if r["status"] == "never submitted":
             out(f"  {r['student']:<20} never submitted: 0 points, no feedback to release")
             continue
         line = f"  {r['student']:<20} {r['score']:g}/{r['max_score']:g}"
-        if r["submissions"] > 1:
+        if r["submissions"] > 1 and not any("late policy" in n for n in r["notes"]):
             line += f"  ({r['submissions']} submissions: the latest counts, the earlier ones stay in the exchange)"
         if r["late_by"]:
             line += f"  late by {r['late_by']} (no penalty)"
-        for note in r.get("notes", []):
-            line += f"\n  {'':<20}   note: {note}"
+        for note in r["notes"]:
+            if not note.startswith(f"{r['submissions']} submissions: the latest counts"):
+                line += f"\n  {'':<20}   note: {note}"
         out(line)
-    staged = sum(1 for r in rows if r["status"] != "never submitted")
-    out(f"feedback staged for {staged} student(s) in {course / 'feedback'}; release it with "
-        f"`hub/classroom.py release-feedback {chapter}` or the grader page. Table: {work / 'class.csv'}")
-    return 0
+    out(f"feedback staged for {len(submitted)} student(s) in ~/course/feedback/; release it with "
+        f"`hub/classroom.py release-feedback {chapter}` or the grader page.")
+
+
+def late_policy(s, chapter: str) -> str:
+    """The chapter's late policy ("latest" unless `due --late-policy on-time` chose otherwise)."""
+    try:
+        return json.loads((s.state / "late-policy.json").read_text()).get(chapter, "latest")
+    except (OSError, ValueError):
+        return "latest"
+
+
+def _set_late_policy(s, chapter: str, policy: str) -> None:
+    path = s.state / "late-policy.json"
+    try:
+        chosen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        chosen = {}
+    chosen[chapter] = policy
+    path.write_text(json.dumps(chosen, indent=1) + "\n")
 
 
 def _csv_cells():
@@ -344,22 +473,74 @@ def _add_students(s) -> None:
             gb.update_or_create_student(name)
 
 
-def release_feedback(s, chapter: str, out=print) -> int:
+def hand_grading_pending(s, chapter: str) -> dict[str, list[str]]:
+    """{student: the answers of `chapter` still to be graded by hand in formgrader}, from the gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+    if not (course_folder(s) / "gradebook.db").exists():
+        return {}
+    pending = {}
+    with Gradebook(_gradebook_url(s)) as gb:
+        try:
+            submissions = gb.find_assignment(chapter).submissions
+        except MissingEntry:
+            return {}
+        for submission in submissions:
+            names = sorted(g.name for nb in submission.notebooks for g in nb.grades
+                           if g.needs_manual_grade and g.manual_score is None)
+            if names:
+                pending[submission.student.id] = names
+    return pending
+
+
+def release_feedback(s, chapter: str, out=print, confirmed: bool = False) -> int:
     _check_chapter(s, chapter)
     course = course_folder(s)
     staged = sorted(p.parent.parent.name for p in (course / "feedback").glob(f"*/{chapter}/{chapter}.html"))
     if not staged:
         raise ClassroomError(f"{chapter} has no graded feedback to release: grade it first "
                              f"(`hub/classroom.py grade {chapter}` or the grader page).")
+    pending = {k: v for k, v in hand_grading_pending(s, chapter).items() if k in staged}
+    if pending and not confirmed:
+        raise ClassroomError(
+            f"{len(pending)} student(s) still have answers to grade by hand in formgrader: "
+            + "; ".join(f"{k} ({', '.join(v)})" for k, v in sorted(pending.items()))
+            + ". Their feedback would show those answers as not graded yet. Grade them first, or release "
+              "anyway with --yes (the grader page asks).")
+    _mark_hand_grades(s, chapter, course, staged)
     done = as_user(s, s.instructor, ["nbgrader", "release_feedback", chapter], cwd=course)
     if done.returncode != 0:
-        raise ClassroomError(f"nbgrader release_feedback {chapter} failed:\n{done.stderr.strip()[-2000:]}")
+        raise ClassroomError(f"nbgrader release_feedback {chapter} failed:\n{plain(s, done.stderr.strip()[-2000:])}")
     out(f"released the feedback of {chapter} to {len(staged)} student(s): {', '.join(staged)}. "
-        f"They fetch it from the Assignment List (Fetch Feedback) and open it from there.")
+        f"They fetch it from the Assignment List (Fetch Feedback) and open it from there."
+        + (f" Not graded by hand yet, and shown so: {', '.join(sorted(pending))}." if pending else ""))
     return 0
 
 
-def set_due(s, chapter: str, when: str, tz: str = "UTC", out=print) -> int:
+def _mark_hand_grades(s, chapter: str, course: Path, staged: list[str]) -> None:
+    """Each staged page's answers graded by hand: the instructor's points where formgrader has them, "not
+    graded yet" where not (autograder/grade/feedback.py marks those cells)."""
+    import re
+    from nbgrader.api import Gradebook, MissingEntry
+    with Gradebook(_gradebook_url(s)) as gb:
+        for name in staged:
+            try:
+                submission = gb.find_submission(chapter, name)
+            except MissingEntry:
+                continue
+            # graded by hand: the instructor's points; an answer left as released: nbgrader's 0, no hand grade
+            said = {g.name: f"{g.manual_score:g} / {{}} (graded by your instructor)" for nb in submission.notebooks
+                    for g in nb.grades if g.manual_score is not None}
+            said.update({g.name: "0 / {} (no answer written)" for nb in submission.notebooks for g in nb.grades
+                         if g.manual_score is None and not g.needs_manual_grade and not g.auto_score})
+            page = course / "feedback" / name / chapter / f"{chapter}.html"
+            html = page.read_text()
+            for exercise, text in said.items():
+                html = re.sub(rf"(<td class='hand' data-exercise='{re.escape(exercise)}'>)[^<]*/ ([0-9.]+)</td>",
+                              lambda m, text=text: f"{m.group(1)}{text.format(m.group(2))}</td>", html)
+            page.write_text(html)
+
+
+def set_due(s, chapter: str, when: str, tz: str = "UTC", out=print, policy: str | None = None) -> int:
     from nbgrader.api import Gradebook
     from zoneinfo import ZoneInfo
     if chapter not in chapters(s):
@@ -372,7 +553,10 @@ def set_due(s, chapter: str, when: str, tz: str = "UTC", out=print) -> int:
     with Gradebook(_gradebook_url(s)) as gb:
         gb.update_or_create_assignment(chapter, duedate=due)
     _chown_course(s)
-    out(f"{chapter} is due {due:%Y-%m-%d %H:%M} UTC")
+    if policy:
+        _set_late_policy(s, chapter, policy)
+    policy = late_policy(s, chapter)
+    out(f"{chapter} is due {due:%Y-%m-%d %H:%M} UTC; late policy {policy}: {POLICIES[policy]}")
     return 0
 
 
@@ -386,8 +570,14 @@ def status(s, out=print) -> int:
         graded = (s.state / "grading" / chapter / "class.csv").is_file()
         shown = "released" if chapter in released(s) else "not released"
         feedback = len(list((course / "feedback").glob(f"*/{chapter}/{chapter}.html")))
+        try:
+            newest = json.loads((s.state / "grading" / chapter / "class.json").read_text())["newest_submission"]
+        except (OSError, ValueError, KeyError):
+            newest = ""
+        newer = sum(1 for i in mine if i.timestamp > newest) if graded and newest else 0
         out(f"  {chapter:<14} {shown:<13} {len(mine)} submission(s) from {len(students)} student(s)"
-            + (f"; graded, feedback for {feedback}" if graded else ""))
+            + (f"; graded, feedback for {feedback}" if graded else "")
+            + (f"; {newer} newer submission(s) not graded yet" if newer else ""))
     return 0
 
 
@@ -399,12 +589,15 @@ def main(argv=None) -> int:
     g = sub.add_parser("grade")
     g.add_argument("chapter")
     g.add_argument("--workers", type=int)
+    g.add_argument("--all", action="store_true", help="grade every submission again, not only what changed")
     f = sub.add_parser("release-feedback")
     f.add_argument("chapter")
+    f.add_argument("--yes", action="store_true", help="release even while answers wait to be graded by hand")
     d = sub.add_parser("due")
     d.add_argument("chapter")
     d.add_argument("when")
     d.add_argument("--tz", default="UTC")
+    d.add_argument("--late-policy", choices=sorted(POLICIES), help="; ".join(f"{k}: {v}" for k, v in POLICIES.items()))
     sub.add_parser("status")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
@@ -420,11 +613,11 @@ def main(argv=None) -> int:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     try:
         if args.command == "grade":
-            return grade(s, args.chapter, args.workers)
+            return grade(s, args.chapter, args.workers, regrade_all=args.all)
         if args.command == "release-feedback":
-            return release_feedback(s, args.chapter)
+            return release_feedback(s, args.chapter, confirmed=args.yes)
         if args.command == "due":
-            return set_due(s, args.chapter, args.when, args.tz)
+            return set_due(s, args.chapter, args.when, args.tz, policy=args.late_policy)
         return status(s)
     except ClassroomError as e:
         print(f"hub/classroom.py {args.command}: {e}", file=sys.stderr)

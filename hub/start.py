@@ -15,6 +15,12 @@ As root (it makes Unix accounts and runs each user's server as that user), it
   5. runs JupyterHub (hub/jupyterhub_config.py), prints its URL once it answers,
      and on Ctrl-C or SIGTERM stops it with everything it started.
 `--prepare-only` does 1-4 and exits (the tests use it for the command-line loop).
+
+Stopping (Ctrl-C, SIGTERM, or `make hub-stop` from another shell) gives the
+repository back the mode it had before step 2 (kept in HUB_STATE/repository-mode.json);
+`make hub-remove` also deletes the accounts the hub made and their homes. The
+exchange, HUB_STATE (gradebook copies, grading output, passwords.txt) stay until
+you delete them.
 """
 from __future__ import annotations
 
@@ -144,12 +150,49 @@ def write_role_config(s: Settings, course: Path) -> None:
             os.chmod(path, 0o755)
 
 
+REPO_MODE = "repository-mode.json"  # in HUB_STATE: the repository's mode before the hub closed it
+
+
 def close_repository(s: Settings) -> None:
+    """chmod o-rwx of the repository, its mode before kept in HUB_STATE so that stopping restores it
+    (a second start keeps the first record: the mode to restore is the one before any hub)."""
     mode = s.repo.stat().st_mode & 0o7777
     if mode & 0o007:
+        record = s.state / REPO_MODE
+        if not record.exists():
+            record.write_text(json.dumps({"path": str(s.repo), "mode": mode}) + "\n")
         os.chmod(s.repo, mode & ~0o007)
         say(f"closed {s.repo} to other users (chmod o-rwx): it holds the solutions and hidden tests; "
-            f"the class's servers run from {s.runtime}")
+            f"the class's servers run from {s.runtime}; stopping the hub opens it again")
+
+
+def restore_repository(state: Path) -> str | None:
+    """Give the repository back the mode it had before the hub closed it; what was done, or None."""
+    record = Path(state) / REPO_MODE
+    try:
+        saved = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    path, mode = Path(saved["path"]), int(saved["mode"])
+    if path.exists():
+        os.chmod(path, mode)
+    record.unlink()
+    return f"gave {path} back its mode {mode:o} (as before the hub)"
+
+
+def stop_running(state: Path) -> str:
+    """SIGTERM to the `make hub` of `state` (its pid in HUB_STATE/hub.pid): it stops JupyterHub, every
+    server, and restores the repository's mode."""
+    try:
+        pid = int((Path(state) / "hub.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return f"no hub of {state} is running"
+    for _ in range(120):
+        if not (Path(state) / "hub.pid").exists():
+            return f"stopped the hub of {state} (pid {pid})"
+        time.sleep(0.5)
+    return f"asked the hub of {state} (pid {pid}) to stop; it has not finished yet"
 
 
 def prepare(s: Settings) -> None:
@@ -193,6 +236,7 @@ def serve(s: Settings) -> int:
     for name in ("jupyterhub.sqlite", "jupyterhub.log"):
         os.close(os.open(s.state / name, os.O_CREAT | os.O_WRONLY, 0o600))
         os.chmod(s.state / name, 0o600)
+    (s.state / "hub.pid").write_text(f"{os.getpid()}\n")  # for `make hub-stop`
     log = open(s.state / "jupyterhub.log", "ab")
     hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f",
                             str(REPO / "hub" / "jupyterhub_config.py")],
@@ -232,10 +276,27 @@ def serve(s: Settings) -> int:
             break
         except KeyboardInterrupt:
             stop(None, None)
+    done = restore_repository(s.state)
+    if done:
+        say(done)
+    (s.state / "hub.pid").unlink(missing_ok=True)
     if not stopping:
         say(f"JupyterHub stopped (exit {code}); its log: {s.state / 'jupyterhub.log'}")
         return code or 1
     say("stopped")
+    return 0
+
+
+def undo(state: Path, remove: bool) -> int:
+    """`make hub-stop` / `make hub-remove`: stop the hub, open the repository again and, with `remove`,
+    delete the accounts the hub made (hub/accounts.py's record of them) with their homes."""
+    say(stop_running(state))
+    done = restore_repository(state)  # also after --prepare-only, or a hub that was killed
+    if done:
+        say(done)
+    if remove:
+        gone = accounts.remove(state)
+        say(f"removed {len(gone)} account(s) the hub made, with their homes: {', '.join(gone) or 'none'}")
     return 0
 
 
@@ -252,7 +313,12 @@ def main(argv=None) -> int:
     parser.add_argument("--course-id", default=d.course_id)
     parser.add_argument("--runtime", type=Path, help="where the students' runtime goes (default: STATE/runtime)")
     parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--stop", action="store_true", help="stop the running hub of --state (make hub-stop)")
+    parser.add_argument("--remove", action="store_true",
+                        help="stop it, then delete the accounts it made and their homes (make hub-remove)")
     args = parser.parse_args(argv)
+    if args.stop or args.remove:
+        return undo(args.state.absolute(), remove=args.remove)
     s = Settings(state=args.state.absolute(), exchange=args.exchange.absolute(), homes=args.homes.absolute(),
                  users=args.users.absolute(), course_id=args.course_id, ip=args.ip, port=args.port,
                  runtime_dir=args.runtime.absolute() if args.runtime else None)

@@ -90,6 +90,8 @@ def cleanup(tc: TestClass) -> None:
     """Delete the test class's accounts (and homes) and its folders."""
     _hub_import()
     import accounts
+    import start
+    start.restore_repository(tc.state)  # what `make hub-stop` does after --prepare-only
     if tc.state.exists():
         for attempt in range(10):
             try:

@@ -158,8 +158,19 @@ def test_check_in_the_live_kernel(mini):
         assert [o for o in cell.outputs if "text/html" in o.get("data", {})], cell.outputs
     live = "".join(o.data["text/html"] for o in out.cells[-2].outputs if o.output_type == "display_data")
     assert "passed" in live and PASSED_VISIBLE in live, live
-    assert "not attempted" in "".join(o.data["text/html"] for o in out.cells[-1].outputs
-                                      if o.output_type == "display_data")
+    whole = "".join(o.data["text/html"] for o in out.cells[-1].outputs if o.output_type == "display_data")
+    assert "not attempted" in whole
+    # issue 43: the kernel ran cells the saved file does not hold: said first, in a box the student cannot miss
+    assert whole.index("class='course-unsaved'") < whole.index("not attempted"), whole
+    assert "is older than what this kernel ran" in whole and "Save (Ctrl+S), then run check() again" in whole
+    assert "course-unsaved" not in live, "check('ex') runs the live kernel: nothing to save for it"
+
+
+def test_unsaved_cells_counts_what_the_kernel_ran_that_the_saved_file_lacks():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n"), nbformat.v4.new_markdown_cell("y")])
+    from course.check import unsaved_cells
+    assert unsaved_cells(nb, ["x = 1", "check()"]) == 0  # the cell running check() itself is not counted
+    assert unsaved_cells(nb, ["x = 1  ", "x = 2", "", "check()"]) == 1
 
 
 @on_mini
@@ -297,3 +308,14 @@ def test_a_failing_visible_test_shows_a_traceback_that_ends_at_its_line(tmp_path
         frames = re.findall(r"^(Cell In\[\d+\], line \d+.*|File .*)$", text, re.M)
         assert frames and frames[-1].startswith("Cell In"), f"{name}: it does not end in the test:\n{text}"
         assert text.rstrip().endswith(error.evalue.splitlines()[-1]), f"{name}: the message changed:\n{text}"
+
+
+def test_visible_test_cells_let_run_all_go_on_past_a_failure():
+    """Issue 43: JupyterLab's Run All stops at a cell that raises unless it is tagged raises-exception; every
+    visible test cell of the release is, so a student with one mistake still reaches check() at the end (the
+    failure shows in the cell, and check() and the grader read it from there)."""
+    for chapter in CHAPTERS:
+        nb = nbformat.read(REPO / "release" / chapter.id / chapter.notebook.name, 4)
+        tests = {i for ex in exercises(nb).values() for i in ex.test_cells}
+        tagged = {i for i, c in enumerate(nb.cells) if "raises-exception" in c.metadata.get("tags", [])}
+        assert tests and tagged == tests, (chapter.id, sorted(tagged ^ tests))

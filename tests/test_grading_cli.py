@@ -224,6 +224,18 @@ def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_pa
     assert {r["student"]: float(r["score"]) for r in rows(tmp_path / "out")} == {"s00": 3, "s01": 1, "s02": 0}
     assert graded.report_error is None and all(p.is_file() for p in graded.report_paths)
     assert (tmp_path / "out" / "feedback" / "s01" / "01_mini.html").is_file()
+
+    # incremental (issue 43): s02 resubmits a right answer; only s02 is graded again, the others kept
+    nbformat.write(class_of(release, 1)["s00"], folders / "s02" / "01_mini.ipynb")
+    said.clear(), landed.clear()
+    options.only_changed = True
+    again = grade_class("01_mini", folders, tmp_path / "out", options)
+    assert said[-1] == "1 new or changed, 2 unchanged (their grades kept; regrade everyone with --all)", said
+    assert landed == [("s02", 3, 3)], landed
+    assert [r.score for r in again.results] == [3, 1, 3]
+    assert {r["student"]: float(r["score"]) for r in rows(tmp_path / "out")} == {"s00": 3, "s01": 1, "s02": 3}
+    options.only_changed = False
+
     with pytest.raises(ChapterNotFound, match="no chapter '99_none'"):
         grade_class("99_none", folders, tmp_path / "never", options)
     with pytest.raises(GradeError, match="is neither a folder of submissions nor a .zip of one"):

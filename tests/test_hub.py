@@ -96,6 +96,24 @@ def test_the_classroom_command_without_a_hub_says_what_to_do(tmp_path):
     assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_stopping_gives_the_repository_back_its_mode(tmp_path):
+    """What `make hub` closed (chmod o-rwx), `make hub-stop` (or the hub's own stop) opens again, once; a
+    second start keeps the mode from before the first."""
+    import start
+    from settings import Settings
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    repo.mkdir(mode=0o755)
+    state.mkdir()
+    s = Settings(state=state, repo=repo, runtime_dir=tmp_path / "runtime")
+    start.close_repository(s)
+    start.close_repository(s)  # a second start: the mode to restore is still 755
+    assert _mode(repo) == 0o750
+    done = subprocess.run([sys.executable, str(REPO / "hub" / "start.py"), "--stop", "--state", str(state)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "no hub of" in done.stdout and "back its mode 755" in done.stdout, done.stdout
+    assert _mode(repo) == 0o755 and start.restore_repository(state) is None
+
+
 # ---------------------------------------------------------------- the command-line loop
 
 @pytest.fixture(scope="module")
@@ -155,31 +173,51 @@ def test_the_class_loop_on_the_command_line(klass):
     assert r.stderr.count("Permission denied") == 4, r.stderr
 
     def submit(name, nb):
-        nbformat.write(nb, "/tmp/" + name + ".ipynb")
-        os.chmod("/tmp/" + name + ".ipynb", 0o644)
-        r = as_user(tc, name, f"cp /tmp/{name}.ipynb {nb_name} && nbgrader submit {CHAPTER}")
-        os.unlink("/tmp/" + name + ".ipynb")
-        assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr
-        time.sleep(1.1)  # nbgrader's timestamps tell submissions apart
+        _submit(tc, name, nb)
 
-    submit(ana, solved())
+    written = solved()
+    for ex in exercises(written).values():  # ana also writes her answer to the question graded by hand
+        if ex.manual:
+            written.cells[ex.solution_cells[0]].source = "Each call builds its graph anew, so Python decides."
+    submit(ana, written)
     submit(bo, nbformat.read(REPO / "release" / nb_name, 4))  # first: the blank notebook
     submit(bo, solved(typical_mistake()))  # then again, with one typical mistake: this one counts
     forged = forge_submissions(tc)  # ana's in bo's name, and dee's links to the instructor's source/
     due = datetime.datetime.now(datetime.timezone.utc)
-    r = classroom(tc, "due", CHAPTER, due.strftime("%Y-%m-%d %H:%M:%S"))
-    assert r.returncode == 0, r.stderr
+    r = classroom(tc, "due", CHAPTER, due.strftime("%Y-%m-%d %H:%M:%S"), "--late-policy", "on-time")
+    assert r.returncode == 0 and "late policy on-time" in r.stdout, r.stdout + r.stderr
     time.sleep(1.1)
     wrong = nbformat.read(REPO / "release" / "01_tensor" / "01_tensor.ipynb", 4)
     submit(cy, wrong)  # late, and another chapter's notebook under 00_tour's name
+    submit(ana, nbformat.read(REPO / "release" / nb_name, 4))  # late, blank: the on-time one counts
 
     r = classroom(tc, "grade", CHAPTER, "--workers", "1", timeout=1200)  # 2 to run: 1 grader
-    out = r.stdout
-    assert r.returncode == 0, out + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    _the_first_grading_says(tc, r.stdout, forged)
+    _feedback_is_released(tc)
+    _a_resubmission_is_graded_alone(tc)
+
+
+def _submit(tc, name, nb):
+    nb_name = f"{CHAPTER}/{CHAPTER}.ipynb"
+    nbformat.write(nb, "/tmp/" + name + ".ipynb")
+    os.chmod("/tmp/" + name + ".ipynb", 0o644)
+    r = as_user(tc, name, f"cp /tmp/{name}.ipynb {nb_name} && nbgrader submit {CHAPTER}")
+    os.unlink("/tmp/" + name + ".ipynb")
+    assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr
+    time.sleep(1.1)  # nbgrader's timestamps tell submissions apart
+
+
+def _the_first_grading_says(tc, out, forged):
+    ana, bo, cy, dee = tc.students
+    assert "3 new or changed, 0 unchanged" in out, out
+    assert str(tc.state) not in out and str(tc.homes) not in out and str(REPO) not in out, "server paths shown"
     summary = out.split(" students submitted", 1)[1]  # the class's lines, after autograder grade's own table
     lines = {name: next(line for line in summary.splitlines() if line.strip().startswith(name + " "))
              for name in (ana, bo, cy, dee)}
     assert "15/17" in lines[ana] and "late" not in lines[ana], out
+    assert re.search(rf"{ana} .*\n\s+note: 2 submissions: the latest before the due date .* counts; 1 after it "
+                     r"kept, not graded", summary), summary
     assert "13/17" in lines[bo] and "2 submissions: the latest counts" in lines[bo], out
     assert "0/17" in lines[cy] and "late by" in lines[cy], out
     assert re.search(rf"{cy} .*\n(\s+note: .*\n)*\s+note: [^\n]*01_tensor", summary), "the wrong chapter is not named"
@@ -190,8 +228,19 @@ def test_the_class_loop_on_the_command_line(klass):
     csv_text = (tc.state / "grading" / CHAPTER / "class.csv").read_text()
     assert f"{dee},never submitted" in csv_text and f"{cy},late" in csv_text
 
-    r = classroom(tc, "release-feedback", CHAPTER)
-    assert r.returncode == 0 and "to 3 student(s)" in r.stdout, r.stdout + r.stderr
+    report = (tc.state / "grading" / CHAPTER / "out" / "report" / f"{CHAPTER}.html").read_text()
+    assert f"<p id='never'>{dee}</p>" in report and f"<td>{cy}</td>" in report.split("id='late'")[1], report
+    pending = report.split("id='hand-pending'>", 1)[1].split("</p>", 1)[0]
+    assert ana in pending and bo not in pending, pending  # bo wrote nothing: nbgrader gives 0, nothing to grade
+
+
+def _feedback_is_released(tc):
+    ana, bo, cy, dee = tc.students
+    r = classroom(tc, "release-feedback", CHAPTER)  # ana's written answer is not graded by hand yet
+    assert r.returncode == 1 and "still have answers to grade by hand" in r.stderr and ana in r.stderr, r.stderr
+    r = classroom(tc, "release-feedback", CHAPTER, "--yes")
+    assert r.returncode == 0 and "to 3 student(s)" in r.stdout and "Not graded by hand yet" in r.stdout, \
+        r.stdout + r.stderr
     hidden = hidden_test_lines()
     assert hidden
     pages = {}
@@ -203,7 +252,10 @@ def test_the_class_loop_on_the_command_line(klass):
     assert pages[dee] is None
     assert "15 / 15" in pages[ana] and "<strong>13 / 15</strong>" in pages[bo]
     assert "count_parameters" in pages[bo] and "failed" in pages[bo]
-    assert "after the due date" in pages[cy] and "after the due date" not in pages[ana]
+    assert "after the due date" in pages[cy] and "Submitted" not in pages[ana].split("<table")[0]
+    assert "the latest before the due date" in pages[ana] and "not graded yet / 2" in pages[ana]
+    assert "0 / 2" not in pages[ana], "an answer not graded by hand yet must not read as a zero"
+    assert "0 / 2 (no answer written)" in pages[bo], "an answer left blank is a zero, and says why"
     for name in (ana, bo, cy):
         assert name in pages[name] and all(n not in pages[name] for n in (ana, bo, cy) if n != name)
         leaked = [line for line in hidden if line in pages[name]]
@@ -286,11 +338,54 @@ def test_an_inbound_entry_that_is_not_its_students_own_is_refused_before_collect
     assert not collected.exists() and f"{me}+{CHAPTER}+t+late" in said[-1]
 
 
+def _a_resubmission_is_graded_alone(tc):
+    """cy resubmits, right this time: grading again grades cy alone, and keeps the others' grades; the
+    grader page's table shows the class, and a submission after the grading says the grading is not current."""
+    ana, bo, cy, dee = tc.students
+    _submit(tc, cy, solved())
+    r = classroom(tc, "grade", CHAPTER, "--workers", "1", timeout=600)
+    assert r.returncode == 0 and "1 new or changed, 2 unchanged" in r.stdout, r.stdout + r.stderr
+    assert re.search(rf"{cy} +15/17 .*late by", r.stdout) and re.search(rf"{bo} +13/17", r.stdout), r.stdout
+    table, state = _grader_page(tc)
+    _the_table_shows_the_class(tc, table)
+    assert "graded" in state and "wait" not in state, state
+    _submit(tc, bo, solved())
+    _, state = _grader_page(tc)
+    assert "graded, but 1 newer submission(s) wait" in state and bo in state, state
+
+
+def _the_table_shows_the_class(tc, table):
+    ana, bo, cy, dee = tc.students
+    rows = re.findall(r"<tr data-student='([^']+)'>(.*?)</tr>", table)
+    assert [name for name, _ in rows] == [ana, bo, cy, dee], table
+    by = dict(rows)
+    assert "never submitted" in by[dee] and ">late<" in by[cy] and ">graded<" in by[ana]
+    assert "title='ex_count_parameters: failed, 0/" in by[bo] and f"files/{CHAPTER}/feedback/{bo}" in by[bo]
+    assert table.count("<th class='ex'") == len(exercises(nbformat.read(REPO / "release" / CHAPTER /
+                                                                        f"{CHAPTER}.ipynb", 4)))
+    assert str(tc.state) not in table and str(tc.homes) not in table
+
+
+def _grader_page(tc):
+    """The grader page's class table and state from the grading above, rendered without a hub (the browser
+    test clicks through the same page)."""
+    env = {"HUB_STATE": str(tc.state), "JUPYTERHUB_SERVICE_PREFIX": "/services/grader/"}
+    code = ("import grader_service as g, json, classroom\n"
+            f"subs = [i for i in classroom.inbound(g.S) if i.chapter == {CHAPTER!r}]\n"
+            f"print(json.dumps([g.class_table({CHAPTER!r}), "
+            f"g.chapter_state({CHAPTER!r}, g.load_table({CHAPTER!r}), subs)]))")
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], cwd=REPO / "hub", text=True,
+                          capture_output=True, env={**os.environ, **env}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return __import__("json").loads(done.stdout.strip().splitlines()[-1])
+
+
 # ---------------------------------------------------------------- the hub itself
 
 @needs_root
 def test_make_hub_serves_the_class_and_stops_with_everything_it_started():
     tc = make_class(("ana", "bo"))
+    mode = _mode(REPO)
     try:
         with running_hub(tc) as url:
             ana, bo = tc.students
@@ -337,5 +432,7 @@ def test_make_hub_serves_the_class_and_stops_with_everything_it_started():
             assert not left, f"{name} still has processes after the hub stopped: {left}"
         log = (tc.state.parent / "make-hub.log").read_text()
         assert "hub: stopped" in log, log[-2000:]
+        assert _mode(REPO) == mode, "stopping the hub must give the repository back its mode"
+        assert "back its mode" in log or not mode & 0o007, log[-2000:]
     finally:
         cleanup(tc)

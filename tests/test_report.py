@@ -240,3 +240,29 @@ def test_score_bins_for_many_points_and_fractions():
     rows = list(csv.reader(io.StringIO(rep.figures_csv(report))))
     assert rows[0] == ["figure", "item", "measure", "value"]
     assert ["class", "09_made_up", "mean_score", f"{(0 + .5 + 1 + 1.5 + 2 + 60) / 6:.3f}"] in rows
+
+
+def test_the_report_lists_the_late_the_missing_and_the_hand_grading_still_to_do():
+    """Issue 43: the hub leaves OUT/roster.json (lateness, who never submitted); the gradebook says whose
+    answers wait to be graded by hand."""
+    results = [_result("ana", ["passed", "manually graded"]), _result("bo", ["failed", "manually graded"])]
+    report = rep.build("09_made_up", results, {"bo": {"score": 0, "max_score": 4, "hand_pending": True}})
+    report.roster = {"due": "2026-12-01 17:00 UTC", "policy": "on-time", "never_submitted": ["dee"],
+                     "students": {"ana": {"late_by": "", "submitted": "x"},
+                                  "bo": {"late_by": "2 h 5 min", "submitted": "y", "note": "the latest counts"}}}
+    page = rep.render(report, generated="now")
+    roster = page.split("id='roster'", 1)[1]
+    assert "<td>bo</td><td>2 h 5 min</td>" in roster and "<td>ana</td>" not in roster, roster
+    assert "<p id='never'>dee</p>" in roster and "late policy on-time" in roster
+    assert "1 student(s) still have answers to grade by hand in formgrader: bo" in roster
+
+
+def test_feedback_shows_an_answer_graded_by_hand_as_not_graded_yet_never_as_zero():
+    from autograder.grade import feedback
+    from autograder.grade.grader import Result
+    from course.verdicts import MANUAL, PASSED, Verdict
+    result = Result("ana", "09_made_up", [Verdict("ex_a", PASSED, "", 2, 2),
+                                          Verdict("q1", MANUAL, "graded by your instructor", 0, 2)])
+    page = feedback.render(result)
+    assert "<strong>2 / 2</strong>" in page and "<td class='hand' data-exercise='q1'>not graded yet / 2</td>" in page
+    assert "0 / 2" not in page and "it is not a zero" in page

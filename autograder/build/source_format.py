@@ -68,6 +68,12 @@ def notebook_from_text(path: Path, chapter_id: str) -> nbformat.NotebookNode:
                 raise SourceError(f"{where} ({grade_id}) needs points=N.")
             cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=True, solution=False, locked=True,
                                                   points=keys["points"])
+            # JupyterLab's Run All goes on past a cell tagged raises-exception: a failing visible test shows
+            # its error, and the cells after it (check() at the end) still run. The grader and check() read
+            # the error from the cell's output as before.
+            tags = cell.metadata.setdefault("tags", [])
+            if "raises-exception" not in tags:
+                tags.append("raises-exception")
         elif "manual" in keys:
             grade_id = keys["manual"]
             cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=True, solution=True, locked=False,

@@ -43,6 +43,9 @@ def add_grade_parser(sub) -> None:
                    help="grade on this Dask cluster's workers instead of local processes (docs/grading.md)")
     g.add_argument("--resume", action="store_true",
                    help="keep the results an earlier, interrupted run recorded in OUT/.resume/; grade only the rest")
+    g.add_argument("--only-changed", action="store_true",
+                   help="grade only the submissions new or changed since the last run into OUT (by the notebook's "
+                        "content, the course version and the limits); keep the others' grades")
     g.add_argument("--repo", default=str(REPO))
     g.set_defaults(func=run)
 
@@ -89,7 +92,7 @@ def run(args) -> int:
               f"{result.score:g}/{result.max_score:g}{note}", flush=True)
 
     options = GradeOptions(workers=args.workers, db=args.db, limits=limits, scheduler=args.scheduler,
-                           resume=args.resume, repo=repo, progress=progress)
+                           resume=args.resume, only_changed=args.only_changed, repo=repo, progress=progress)
     try:
         graded = grade_class(chapter, args.submissions, args.out, options)
     except GradingInterrupted as e:

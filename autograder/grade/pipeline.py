@@ -71,6 +71,7 @@ class GradeOptions:
     limits: object | None = None  # autograder.sandbox.bubblewrap.Limits (default: Limits())
     scheduler: str | None = None  # tcp://HOST:PORT of a Dask cluster to grade on instead
     resume: bool = False  # keep the results an interrupted run recorded in OUT/.resume/
+    only_changed: bool = False  # grade only submissions new or changed since the last run into OUT; keep the rest
     repo: Path = REPO  # the course repository whose source/ holds the chapter
     progress: Callable | None = None  # progress(result, done, total) as each result lands
     say: Callable[[str], None] = _say  # a line about the run (stdout by default)
@@ -92,6 +93,7 @@ class ClassResult:
     report_paths: list[Path] = field(default_factory=list)  # empty when the report could not be written
     report_error: str | None = None  # why it could not, then
     seconds: float = 0.0  # from intake to the report
+    unchanged: list[str] = field(default_factory=list)  # with only_changed: the students whose grades were kept
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -129,9 +131,10 @@ def grade_class(chapter: Chapter | str, submissions: Path | str, out: Path | str
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         todo, warnings = _intake(chapter, Path(submissions), Path(scratch), options)
         told = _tell_names(todo, options)
-        results, workers, worker_rss = _grade(chapter, todo, out, limits, options, repo)
+        results, workers, worker_rss, kept = _grade(chapter, todo, out, limits, options, repo)
     graded = ClassResult(chapter, out, results, options.db or f"sqlite:///{(out / 'gradebook.db').resolve()}",
                          workers, worker_rss, warnings, *told)
+    graded.unchanged = sorted(kept) if options.only_changed else []
     _write(graded, options)
     graded.seconds = time.monotonic() - started
     return graded
@@ -208,11 +211,17 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
     try:
         version = course_version(repo, chapter.id)
         journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
-        before = journal.start(submissions, resume=options.resume)
+        # The journal of every run keeps each result with the digest of what was graded (the notebook's
+        # bytes) and the grader's key (the course version, the limits): a submission whose digest and key
+        # match is the same grading again, so an incremental run keeps it.
+        before = journal.start(submissions, resume=options.resume or options.only_changed)
         for r in before.values():  # the journal keeps results, not the folders they came from
             r.folder = folders.get(r.student, r.student)
         todo = [s for s in submissions if s.student not in before]
-        if before:
+        if options.only_changed:
+            options.say(f"{len(todo)} new or changed, {len(before)} unchanged (their grades kept; "
+                        "regrade everyone with --all)")
+        elif before:
             options.say(f"resuming: {len(before)} graded before, {len(todo)} to grade")
 
         def on_result(result, done, total):
@@ -227,21 +236,25 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
                                                  log=options.warn)
         elif todo:
             from autograder.grade.workers import grade_all
-            fresh, worker_rss = grade_all(chapter, todo, workers, limits, on_result)
+            fresh, worker_rss = grade_all(chapter, todo, max(1, min(workers, len(todo))), limits, on_result)
     except KeyboardInterrupt:
         raise GradingInterrupted(out / ".resume" / chapter.id) from None
     except (SandboxError, ClusterError) as e:
         raise GradeError(str(e)) from None
     by_student = {**before, **{r.student: r for r in fresh}}
     results = [by_student[s.student] for s in submissions]
-    return results, (len(worker_rss) if options.scheduler else workers), worker_rss
+    return results, (len(worker_rss) if options.scheduler else workers), worker_rss, set(before)
 
 
 def _write(graded: ClassResult, options: GradeOptions) -> None:
     """The gradebook, results/, feedback/, autograded/, grades.csv, nbgrader_config.py and the report."""
     from autograder.grade import feedback, gradebook, report
     chapter, out, results = graded.chapter, graded.out, graded.results
-    gradebook.record(chapter, graded.db_url, results)
+    # An unchanged submission keeps its gradebook rows: recording it again would drop the points an
+    # instructor gave it by hand in formgrader since.
+    fresh = [r for r in results if r.student not in set(graded.unchanged)]
+    if fresh:
+        gradebook.record(chapter, graded.db_url, fresh)
     for r in results:
         write_atomic(out / "results" / f"{r.student}.json", json.dumps(r.to_json(), indent=2) + "\n")
         write_atomic(out / "feedback" / r.student / f"{chapter.id}.html",

@@ -76,6 +76,7 @@ class Student:
     gradebook_score: float | None = None
     look: list[tuple[str, str]] = field(default_factory=list)  # (kind, what)
     folder: str = ""  # the folder as handed in (printable); the id `name` where nothing changed it
+    hand_pending: bool = False  # answers of this submission still wait to be graded by hand (the gradebook)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class ClassReport:
     manual: set[str]
     gradebook: str | None = None   # where the hand-graded points came from, if anywhere
     look_alikes: list[list[Student]] = field(default_factory=list)  # students whose folder names look alike
+    roster: dict | None = None  # OUT/roster.json: lateness and who never submitted (written by the hub)
 
     @property
     def auto_exercises(self) -> list[str]:
@@ -178,7 +180,9 @@ def gradebook_rows(db_url: str, chapter: str) -> dict[str, dict]:
         for submission in assignment.submissions:
             student = submission.student
             rows[student.id] = {"score": float(submission.score or 0.0), "max_score": float(submission.max_score or 0.0),
-                                "first_name": student.first_name or "", "last_name": student.last_name or ""}
+                                "first_name": student.first_name or "", "last_name": student.last_name or "",
+                                "hand_pending": any(g.needs_manual_grade and g.manual_score is None
+                                                    for nb in submission.notebooks for g in nb.grades)}
     return rows
 
 
@@ -207,6 +211,7 @@ def build(chapter: str, results: list[dict], gradebook: dict[str, dict] | None =
                     sum(float(v.get("max_points", 0)) for v in auto), float(r.get("seconds") or 0.0), verdicts,
                     list(r.get("notes", [])), name, row["score"] if row else None)
         s.folder = str(r.get("folder") or r["student"])
+        s.hand_pending = bool((row or {}).get("hand_pending"))
         s.look = _needs_a_look(s)
         students.append(s)
     report = ClassReport(chapter, students, exercises, max_points, manual, gradebook_name if gradebook else None)
@@ -412,90 +417,24 @@ def _e(text) -> str:
 
 
 def render(report: ClassReport, generated: str | None = None) -> str:
+    """The class report's page: the summary, then one section per figure (each built by a helper below)."""
     n = len(report.students)
     scores = [s.score for s in report.students]
     full = sum(1 for s in report.students if s.score >= report.auto_max > 0)
     zero = sum(1 for s in report.students if s.score == 0)
-    seconds = sorted(s.seconds for s in report.students)
     generated = generated or datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     manual_max = report.total_max - report.auto_max
     hand = (f" (+ {_fmt(manual_max)} graded by hand in formgrader: "
             f"{', '.join(_e(e) for e in report.exercises if e in report.manual)})") if report.manual else ""
-
-    histogram = _svg_histogram(score_bins(report), f"automatic points (out of {_fmt(report.auto_max)})", "#0969da")
-    score_rows = "".join(f"<tr><td>{_e(label)}</td><td class='num'>{c}</td></tr>" for label, c in score_bins(report))
-
-    exercise_rows = []
-    for ex in report.exercises:
-        if ex in report.manual:
-            exercise_rows.append(f"<tr><td><code>{_e(ex)}</code></td><td>{_fmt(report.max_points[ex])}</td>"
-                                 f"<td colspan='6'>graded by hand (formgrader)</td></tr>")
-            continue
-        c = report.counts(ex)
-        exercise_rows.append(
-            f"<tr><td><code>{_e(ex)}</code></td><td>{_fmt(report.max_points[ex])}</td>"
-            f"<td class='passed'>{c.get(PASSED, 0)}/{n} passed</td>"
-            + "".join(f"<td>{c.get(st, 0)}</td>" for st in STATUSES[1:])
-            + f"<td>{100 * c.get(PASSED, 0) / n:.0f}%</td></tr>")
-
-    failure_parts = []
-    for ex in report.auto_exercises:
-        messages, not_graded = report.failures(ex)
-        if not messages and not not_graded:
-            continue
-        items = "".join(
-            f"<tr><td class='num'>{count}</td><td><pre>{_e(message[:600])}{' …' if len(message) > 600 else ''}"
-            f"</pre>{'<small>(the numbers differ from student to student)</small>' if varied else ''}</td>"
-            f"<td>{_e(', '.join(who[:8]))}{f' and {len(who) - 8} more' if len(who) > 8 else ''}</td></tr>"
-            for message, count, who, varied in messages[:5])
-        more = f"<p class='small'>{len(messages) - 5} other messages; all in the figures CSV.</p>" \
-            if len(messages) > 5 else ""
-        ng = f"<p class='small'>and {not_graded} submission(s) not graded at all (below).</p>" if not_graded else ""
-        failure_parts.append(f"<h3><code>{_e(ex)}</code></h3><table><tr><th>students</th><th>message</th>"
-                             f"<th>who</th></tr>{items}</table>{more}{ng}")
-    failures = "".join(failure_parts) or "<p>Every automatically graded exercise passed for every student.</p>"
-
-    times = _svg_histogram(time_bins(report), "seconds to grade one submission", "#8250df")
-    slowest = "".join(f"<tr><td>{_e(s.name)}</td><td class='num'>{s.seconds:.1f} s</td></tr>"
-                      for s in sorted(report.students, key=lambda s: -s.seconds)[:5])
-    median_t = statistics.median(seconds) if seconds else 0.0
-    p90 = seconds[min(n - 1, int(math.ceil(0.9 * n)) - 1)] if seconds else 0.0
-
     look = [s for s in report.students if s.look]
-    look_rows = "".join(
-        f"<tr><td><a href='../feedback/{_e(s.name)}/{_e(report.chapter)}.html'>{_e(s.name)}</a>{_folder_note(s)}</td>"
-        f"<td>{_fmt(s.score)}/{_fmt(report.auto_max)}</td>"
-        f"<td>{_e(', '.join(sorted({k for k, _ in s.look}, key=list(KINDS).index)))}</td>"
-        f"<td><ul>{''.join(f'<li>{_e(what[:400])}</li>' for _, what in s.look[:6])}</ul>"
-        f"{f'<small>and {len(s.look) - 6} more notes</small>' if len(s.look) > 6 else ''}</td></tr>"
-        for s in look)
-    look_html = (f"<table><tr><th>student</th><th>score</th><th>why</th><th>what the grader noted</th></tr>"
-                 f"{look_rows}</table>" if look else "<p>No submission needs a look: nothing was repaired, "
-                 "no tampering, no grading errors.</p>")
-    kinds = "".join(f"<li><strong>{_e(k)}</strong>: {_e(v)}</li>" for k, v in KINDS.items())
     source = (f"Gradebook: <code>{_e(report.gradebook)}</code>"
               + (" (the points graded by hand in the Canvas CSV come from it)." if report.manual else ".")
               if report.gradebook else "")
-
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{_e(report.chapter)}: class report</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 64rem; margin: 2rem auto; padding: 0 1rem; color: #1f2328; }}
-table {{ border-collapse: collapse; margin: .5rem 0 1rem; }}
-td, th {{ border-bottom: 1px solid #d0d7de; padding: .3rem .6rem; text-align: left; vertical-align: top; }}
-td.num, th.num {{ text-align: right; }}
-td.passed {{ color: #1a7f37; font-weight: 600; }}
-pre {{ margin: 0; white-space: pre-wrap; font-size: .88rem; }}
-.summary {{ display: flex; gap: 1.5rem; flex-wrap: wrap; }}
-.summary div {{ background: #f6f8fa; border-radius: 6px; padding: .6rem 1rem; }}
-.summary strong {{ display: block; font-size: 1.5rem; }}
-svg.chart {{ max-width: 100%; height: auto; font-size: 12px; }}
-svg .tick {{ fill: #57606a; font-size: 11px; }} svg .axis {{ fill: #1f2328; }}
-svg .count, svg .name {{ fill: #1f2328; }}
-.small, small {{ color: #57606a; font-size: .85rem; }}
-</style></head>
+<style>{_STYLE}</style></head>
 <body>
 <h1>{_e(report.chapter)}: class report</h1>
 <p class="small">{n} students, generated {_e(generated)}. Automatic points out of {_fmt(report.auto_max)}{hand}.
@@ -508,34 +447,132 @@ svg .count, svg .name {{ fill: #1f2328; }}
 <div><strong id="zero">{zero}</strong>no points</div>
 <div><strong id="look">{len(look)}</strong>need a look</div>
 </div>
-
-<h2 id="distribution">Score distribution</h2>
-{histogram}
-<details><summary>as a table</summary><table><tr><th>automatic points</th><th>students</th></tr>{score_rows}</table>
-</details>
-
-<h2 id="pass-rates">Pass rate per exercise</h2>
-{_svg_pass_rates(report)}
-<table><tr><th>exercise</th><th>points</th><th>passed</th><th>failed</th><th>error</th><th>not attempted</th>
-<th>not run</th><th>pass rate</th></tr>{''.join(exercise_rows)}</table>
-
-<h2 id="failures">Most common failure messages</h2>
-<p class="small">Per exercise, what the students who did not pass were told, grouped by message (the numbers
-and the random seed in a message may differ); at most five per exercise.</p>
-{failures}
-
-<h2 id="time">Time per submission</h2>
-<p>median {median_t:.1f} s, 90th percentile {p90:.1f} s, slowest {seconds[-1] if seconds else 0:.1f} s,
-{sum(seconds):.0f} s of grading in all.</p>
-{times}
-<table><tr><th>slowest</th><th class="num">seconds</th></tr>{slowest}</table>
-
-<h2 id="needs-a-look">Students who need a look</h2>
-<ul class="small">{kinds}</ul>
-{look_html}
+{_distribution_html(report)}
+{_pass_rates_html(report)}
+{_failures_html(report)}
+{_time_html(report)}
+{_look_html(report, look)}
+{_roster_html(report)}
 {_names_html(report)}
 </body></html>
 """
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 64rem; margin: 2rem auto; padding: 0 1rem; color: #1f2328; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+td, th { border-bottom: 1px solid #d0d7de; padding: .3rem .6rem; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; }
+td.passed { color: #1a7f37; font-weight: 600; }
+pre { margin: 0; white-space: pre-wrap; font-size: .88rem; }
+.summary { display: flex; gap: 1.5rem; flex-wrap: wrap; }
+.summary div { background: #f6f8fa; border-radius: 6px; padding: .6rem 1rem; }
+.summary strong { display: block; font-size: 1.5rem; }
+svg.chart { max-width: 100%; height: auto; font-size: 12px; }
+svg .tick { fill: #57606a; font-size: 11px; } svg .axis { fill: #1f2328; }
+svg .count, svg .name { fill: #1f2328; }
+.small, small { color: #57606a; font-size: .85rem; }
+"""
+
+
+def _distribution_html(report: ClassReport) -> str:
+    histogram = _svg_histogram(score_bins(report), f"automatic points (out of {_fmt(report.auto_max)})", "#0969da")
+    score_rows = "".join(f"<tr><td>{_e(label)}</td><td class='num'>{c}</td></tr>" for label, c in score_bins(report))
+    return (f"<h2 id=\"distribution\">Score distribution</h2>\n{histogram}\n<details><summary>as a table</summary>"
+            f"<table><tr><th>automatic points</th><th>students</th></tr>{score_rows}</table>\n</details>")
+
+
+def _pass_rates_html(report: ClassReport) -> str:
+    n = len(report.students)
+    exercise_rows = []
+    for ex in report.exercises:
+        if ex in report.manual:
+            exercise_rows.append(f"<tr><td><code>{_e(ex)}</code></td><td>{_fmt(report.max_points[ex])}</td>"
+                                 f"<td colspan='6'>graded by hand (formgrader)</td></tr>")
+            continue
+        c = report.counts(ex)
+        exercise_rows.append(
+            f"<tr><td><code>{_e(ex)}</code></td><td>{_fmt(report.max_points[ex])}</td>"
+            f"<td class='passed'>{c.get(PASSED, 0)}/{n} passed</td>"
+            + "".join(f"<td>{c.get(st, 0)}</td>" for st in STATUSES[1:])
+            + f"<td>{100 * c.get(PASSED, 0) / n:.0f}%</td></tr>")
+    return (f"<h2 id=\"pass-rates\">Pass rate per exercise</h2>\n{_svg_pass_rates(report)}\n"
+            "<table><tr><th>exercise</th><th>points</th><th>passed</th><th>failed</th><th>error</th>"
+            f"<th>not attempted</th>\n<th>not run</th><th>pass rate</th></tr>{''.join(exercise_rows)}</table>")
+
+
+def _failures_html(report: ClassReport) -> str:
+    parts = []
+    for ex in report.auto_exercises:
+        messages, not_graded = report.failures(ex)
+        if not messages and not not_graded:
+            continue
+        items = "".join(
+            f"<tr><td class='num'>{count}</td><td><pre>{_e(message[:600])}{' …' if len(message) > 600 else ''}"
+            f"</pre>{'<small>(the numbers differ from student to student)</small>' if varied else ''}</td>"
+            f"<td>{_e(', '.join(who[:8]))}{f' and {len(who) - 8} more' if len(who) > 8 else ''}</td></tr>"
+            for message, count, who, varied in messages[:5])
+        more = f"<p class='small'>{len(messages) - 5} other messages; all in the figures CSV.</p>" \
+            if len(messages) > 5 else ""
+        ng = f"<p class='small'>and {not_graded} submission(s) not graded at all (below).</p>" if not_graded else ""
+        parts.append(f"<h3><code>{_e(ex)}</code></h3><table><tr><th>students</th><th>message</th>"
+                     f"<th>who</th></tr>{items}</table>{more}{ng}")
+    failures = "".join(parts) or "<p>Every automatically graded exercise passed for every student.</p>"
+    return ("<h2 id=\"failures\">Most common failure messages</h2>\n<p class=\"small\">Per exercise, what the "
+            "students who did not pass were told, grouped by message (the numbers\nand the random seed in a "
+            f"message may differ); at most five per exercise.</p>\n{failures}")
+
+
+def _time_html(report: ClassReport) -> str:
+    n = len(report.students)
+    seconds = sorted(s.seconds for s in report.students)
+    times = _svg_histogram(time_bins(report), "seconds to grade one submission", "#8250df")
+    slowest = "".join(f"<tr><td>{_e(s.name)}</td><td class='num'>{s.seconds:.1f} s</td></tr>"
+                      for s in sorted(report.students, key=lambda s: -s.seconds)[:5])
+    median_t = statistics.median(seconds) if seconds else 0.0
+    p90 = seconds[min(n - 1, int(math.ceil(0.9 * n)) - 1)] if seconds else 0.0
+    return (f"<h2 id=\"time\">Time per submission</h2>\n<p>median {median_t:.1f} s, 90th percentile {p90:.1f} s, "
+            f"slowest {seconds[-1] if seconds else 0:.1f} s,\n{sum(seconds):.0f} s of grading in all.</p>\n{times}\n"
+            f"<table><tr><th>slowest</th><th class=\"num\">seconds</th></tr>{slowest}</table>")
+
+
+def _look_html(report: ClassReport, look: list[Student]) -> str:
+    look_rows = "".join(
+        f"<tr><td><a href='../feedback/{_e(s.name)}/{_e(report.chapter)}.html'>{_e(s.name)}</a>{_folder_note(s)}</td>"
+        f"<td>{_fmt(s.score)}/{_fmt(report.auto_max)}</td>"
+        f"<td>{_e(', '.join(sorted({k for k, _ in s.look}, key=list(KINDS).index)))}</td>"
+        f"<td><ul>{''.join(f'<li>{_e(what[:400])}</li>' for _, what in s.look[:6])}</ul>"
+        f"{f'<small>and {len(s.look) - 6} more notes</small>' if len(s.look) > 6 else ''}</td></tr>"
+        for s in look)
+    look_html = (f"<table><tr><th>student</th><th>score</th><th>why</th><th>what the grader noted</th></tr>"
+                 f"{look_rows}</table>" if look else "<p>No submission needs a look: nothing was repaired, "
+                 "no tampering, no grading errors.</p>")
+    kinds = "".join(f"<li><strong>{_e(k)}</strong>: {_e(v)}</li>" for k, v in KINDS.items())
+    return f"<h2 id=\"needs-a-look\">Students who need a look</h2>\n<ul class=\"small\">{kinds}</ul>\n{look_html}"
+
+
+def _roster_html(report: ClassReport) -> str:
+    """Who was late, who never submitted (from the class list the hub leaves in OUT/roster.json), and who
+    still has answers to grade by hand (from the gradebook)."""
+    roster = report.roster or {}
+    parts = []
+    late = [(name, r) for name, r in sorted(roster.get("students", {}).items()) if r.get("late_by")]
+    if roster:
+        rows = "".join(f"<tr><td>{_e(name)}</td><td>{_e(r['late_by'])}</td><td>{_e(r.get('submitted', ''))}</td>"
+                       f"<td>{_e(r.get('note', ''))}</td></tr>" for name, r in late)
+        parts.append(f"<h3>Late</h3><p class='small'>Due {_e(roster.get('due') or 'not set')}; late policy "
+                     f"{_e(roster.get('policy', 'latest'))}.</p>"
+                     + (f"<table id='late'><tr><th>student</th><th>late by</th><th>submitted</th><th>note</th></tr>"
+                        f"{rows}</table>" if late else "<p>Nobody submitted late.</p>"))
+        never = roster.get("never_submitted", [])
+        parts.append("<h3>Never submitted</h3>" + (f"<p id='never'>{_e(', '.join(never))}</p>" if never
+                                                   else "<p>Everyone on the class list submitted.</p>"))
+    pending = sorted(s.name for s in report.students if s.hand_pending)
+    if report.manual:
+        parts.append("<h3>Hand grading</h3>" + (
+            f"<p id='hand-pending'>{len(pending)} student(s) still have answers to grade by hand in formgrader: "
+            f"{_e(', '.join(pending))}</p>" if pending else "<p>Every answer graded by hand is graded.</p>"))
+    return ("<h2 id='roster'>Lateness, missing work, hand grading</h2>" + "".join(parts)) if parts else ""
 
 
 def _folder_note(s: Student) -> str:
@@ -581,6 +618,10 @@ def write(out: Path, chapter: str, db_url: str | None = None) -> list[Path]:
                           f"Grade it first: autograder grade {chapter} SUBMISSIONS --out {out}")
     db_url = db_url or f"sqlite:///{(out / 'gradebook.db').resolve()}"
     report = build(chapter, results, gradebook_rows(db_url, chapter), describe(db_url))
+    try:  # the class list's lateness and non-submitters, where the hub left them (hub/classroom.py)
+        report.roster = json.loads((out / "roster.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        report.roster = None
     folder = out / "report"
     paths = [folder / f"{chapter}.html", folder / f"{chapter}-figures.csv", folder / f"{chapter}-canvas.csv"]
     for path, text in zip(paths, (render(report), figures_csv(report), canvas_csv(report))):

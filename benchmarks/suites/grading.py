@@ -17,6 +17,8 @@ Then the cost of every chapter and of grading on Dask (issue 19):
               machine (`dask scheduler` and two `dask worker --nthreads 1` processes,
               started before the clock), against the local pool; the scheduler's
               overhead per task (the round trip of an empty task) and the same scores
+  incremental a chapter-00 class (100, or 6) graded with --only-changed, then again after
+              5 (or 1) resubmitted: the second run's seconds against the first's (issue 43)
 """
 from __future__ import annotations
 
@@ -144,7 +146,30 @@ def run(quick: bool) -> list[dict]:
                       "nbgrader autograde, one CLI call per student", base_s, **extra)]
     records += chapter_costs(quick)
     records += dask_case(quick)
+    records += incremental_case(quick)
     return records
+
+
+def incremental_case(quick: bool, size: int | None = None, changed: int | None = None) -> list[dict]:
+    """A chapter-00 class (100, or 6) graded with --only-changed, then again after 5 (or 1) students
+    resubmitted (a blank notebook becomes the solution): the second run against the first (issue 43)."""
+    from benchmarks.run import record
+    size = size or (6 if quick else 100)
+    changed = changed or (1 if quick else 5)
+    with tempfile.TemporaryDirectory(prefix="bench-grading-incremental-") as tmp:
+        tmp = Path(tmp)
+        students = make_class(tmp / "class", size)
+        first_s, first, _ = _ours(tmp / "class", tmp / "out", CHAPTER, "--workers", str(WORKERS), "--only-changed")
+        blank = [s for n, s in enumerate(students) if n % 3 == 2][:changed]
+        right = tmp / "class" / students[0] / f"{CHAPTER}.ipynb"
+        for student in blank:
+            shutil.copyfile(right, tmp / "class" / student / f"{CHAPTER}.ipynb")
+        again_s, again, _ = _ours(tmp / "class", tmp / "out", CHAPTER, "--workers", str(WORKERS), "--only-changed")
+    kept = all(again[s] == first[s] for s in students if s not in blank)
+    return [record("grading", f"incremental: {size} {CHAPTER} submissions, then {len(blank)} resubmitted",
+                   again_s, "the first grading of the class", first_s, submissions=size, resubmitted=len(blank),
+                   workers=WORKERS, others_kept=kept,
+                   resubmitted_graded_again=all(sum(again[s].values()) > 0 for s in blank))]
 
 
 def _seconds(out: Path) -> list[float]:

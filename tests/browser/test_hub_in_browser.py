@@ -73,16 +73,24 @@ def click_in_list(page, list_id: str, button: str, timeout: float = 120_000) -> 
     row.get_by_role("button", name=button, exact=True).click()
 
 
-def wait_for_job(page, url: str, timeout: float) -> tuple[str, str]:
-    """The grader page refreshes itself while a job runs; look again every few seconds until it ends."""
+def wait_for_job(page, url: str, timeout: float, seen: list[str] | None = None) -> tuple[str, str]:
+    """The grader page refreshes itself while a job runs; look again every few seconds until it ends.
+    `seen` collects the progress lines shown on the way."""
     deadline = time.monotonic() + timeout
+    seen = [] if seen is None else seen
     while True:
-        page.goto(f"{url}services/grader/", timeout=60_000)
         try:
+            page.goto(f"{url}services/grader/", timeout=60_000)
             state = page.locator("#job-state").inner_text(timeout=10_000)
-            log = page.locator("#log").inner_text(timeout=10_000)
-        except playwright.Error:  # the page refreshed itself under us
+            log = page.locator("#log").text_content(timeout=10_000)  # the raw log is folded away
+            progress = page.locator("#progress").all_inner_texts()
+        except playwright.Error:  # the page refreshed itself under us (or during the goto)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
             continue
+        if progress:
+            seen.append(progress[0])
         if "running" not in state or time.monotonic() > deadline:
             return state.strip(), log
         time.sleep(3)
@@ -97,6 +105,8 @@ def answer(wrong: dict[str, str] | None) -> dict[int, str]:
         if not ex.manual:
             cells[exercises(release)[ex_id].solution_cells[0]] = \
                 (wrong or {}).get(ex_id) or source.cells[ex.solution_cells[0]].source
+        elif wrong is None:  # the student with the solution also writes the answer graded by hand
+            cells[exercises(release)[ex_id].solution_cells[0]] = "Each call builds its graph anew."
     return cells
 
 
@@ -161,25 +171,55 @@ def _loop(browser, url, tc, ana, bo):
         shot(page, f"04-{'a' if name == ana else 'b'}-student-submitted")
         students[name] = page
 
+    _grade_and_release(teacher, url, tc, ana, bo)
+    _students_read_their_feedback(students, url, ana, bo)
+
+
+def _grade_and_release(teacher, url, tc, ana, bo):
     # the instructor collects and grades the class, then releases the feedback, from the grader page
     teacher.goto(f"{url}services/grader/", timeout=60_000)
     assert "2 of 2" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
     teacher.locator(f"button[value='grade'][data-chapter='{CHAPTER}']").click()
-    state, log = wait_for_job(teacher, url, 900)
+    progress: list[str] = []
+    state, log = wait_for_job(teacher, url, 900, progress)
     assert state == "done", log
     assert "15/17" in log and "13/17" in log, log
+    assert "2 new or changed, 0 unchanged" in log and "/tmp/course-hub-" not in log, log
+    assert progress and progress[-1].startswith("graded 2 of 2"), progress
+    # the class's table: a row per student, a mark per exercise with its status, the feedback one click away
+    table = teacher.locator("table#class")
+    rows = {r.get_attribute("data-student"): r for r in table.locator("tbody tr").all()}
+    assert set(rows) == {ana, bo}, list(rows)
+    assert rows[bo].locator("td[title^='ex_count_parameters: failed']").count() == 1
+    assert "answers to grade by hand" in teacher.locator("table#chapters").inner_text()
+    table.locator("th", has_text="score").click()  # sorted by score, lowest first
+    assert table.locator("tbody tr").first.get_attribute("data-student") == bo
     shot(teacher, "05-instructor-grades-the-class")
+    feedback = teacher.context.new_page()
+    feedback.goto(f"{url}services/grader/files/{CHAPTER}/feedback/{bo}", timeout=60_000)
+    assert "13 / 15" in feedback.locator("body").inner_text() and "not graded yet" in feedback.content()
+    feedback.close()
     teacher.locator("a", has_text="class report").first.click()
     teacher.wait_for_load_state()
     report = teacher.content()
     assert ana in report and bo in report, "the class report does not show both students"
     shot(teacher, "06-instructor-class-report")
     teacher.goto(f"{url}services/grader/", timeout=60_000)
+    asked = []  # the written answers are not graded by hand yet: the page asks before releasing
+
+    def answer_dialog(dialog):
+        asked.append(dialog.message)
+        dialog.accept()
+    teacher.on("dialog", answer_dialog)
     teacher.locator(f"button[value='release-feedback'][data-chapter='{CHAPTER}']").click()
     state, log = wait_for_job(teacher, url, 300)
     assert state == "done" and "released the feedback" in log, log
+    assert asked and "grade by hand" in asked[0], asked
     shot(teacher, "07-instructor-releases-feedback")
 
+
+
+def _students_read_their_feedback(students, url, ana, bo):
     # each student fetches their feedback from the Assignment List and reads it
     hidden = hidden_test_lines()
     for name, expect in ((ana, "15 / 15"), (bo, "13 / 15")):
