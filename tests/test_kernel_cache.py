@@ -27,8 +27,7 @@ TEXT = '''# ---
 # jupyter:
 #   course:
 #     chapter: 01_kernels
-#     title: a native-code chapter for the kernel cache's tests
-#     native_code: true
+#     title: a CUDA-kernel chapter for the kernel cache's tests
 #     files: []
 # ---
 
