@@ -132,7 +132,7 @@ def test_the_launch_process_dies_with_the_thread_that_started_it(module):
 
     def cell():
         honest_launch(module)
-        seen["pid"] = hosts._state["host"].proc.pid
+        seen["pid"] = hosts._state[threading.get_ident()].proc.pid
 
     worker = threading.Thread(target=cell)
     worker.start()

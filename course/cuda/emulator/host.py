@@ -241,32 +241,34 @@ def _start(runtime: str) -> Host:
 
 
 def host_for(build: Build) -> Host:
-    """The running helper of this thread (a new one if there is none, or it died)."""
+    """This thread's running helper (a new one if there is none, or it died): one per thread, since a
+    helper dies with the thread that started it."""
     runtime = str(build.runtime)
+    me = threading.get_ident()
     with _lock:
-        host = _state.get("host")
-        if host is not None and (not host.alive() or host.thread != threading.get_ident()
-                                 or host.runtime != runtime):
-            host.close()
-            host = None
-            _state.pop("host", None)
+        for ident, other in list(_state.items()):  # helpers whose thread ended are dead: reap them
+            if other.proc.poll() is not None or (ident == me and other.runtime != runtime):
+                _state.pop(ident, None)
+                other.close()
+        host = _state.get(me)
         if host is None:
-            host = _state["host"] = _start(runtime)
+            host = _state[me] = _start(runtime)
         return host
 
 
 def discard(host: Host) -> None:
     """Forget a helper that died or was stopped; the next launch starts another."""
     with _lock:
-        if _state.get("host") is host:
-            _state.pop("host", None)
+        if _state.get(host.thread) is host:
+            _state.pop(host.thread, None)
     host.close()
 
 
 def shutdown() -> None:
     with _lock:
-        host = _state.pop("host", None)
-    if host is not None:
+        running = list(_state.values())
+        _state.clear()
+    for host in running:
         host.close()
 
 
@@ -279,8 +281,12 @@ atexit.register(shutdown)
 def byte_view(t: torch.Tensor, nbytes: int) -> torch.Tensor:
     """The `nbytes` bytes from t's first element on, as a uint8 tensor over t's own storage (no copy)."""
     storage = t.untyped_storage()
-    with torch.no_grad():
-        whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+    try:
+        with torch.no_grad():
+            whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+    except RuntimeError:  # an inference tensor's storage is set only in inference mode
+        with torch.inference_mode():
+            whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
     start = t.data_ptr() - storage.data_ptr()
     return whole[start:start + nbytes]
 

@@ -172,7 +172,10 @@ def launch(build: Build, index: int, sig: Signature, grid, block, packed: list[P
     # The launch process gives up a launch past timeout_s itself; past that and a margin it is stopped.
     deadline = time.monotonic() + (timeout_s if timeout_s > 0 else 3600) + 30
 
+    used = {}
+
     def ask(host: hosts.Host):
+        used["host"] = host
         view = host.ensure_arena(placement.size)
         hosts.copy_in(view, placement)
         handle = host.load(str(build.path))
@@ -193,6 +196,10 @@ def launch(build: Build, index: int, sig: Signature, grid, block, packed: list[P
 
     reply, seconds = _request(build, ask)
     cfg = SimpleNamespace(**reply)
+    if cfg.rc != 0 and not cfg.fault and not cfg.race:
+        # Given up (a deadlock, the time limit, an interrupt): a CUDA thread that never touches memory again
+        # may still run in the launch process. The next launch gets a fresh one.
+        hosts.discard(used["host"])
     warnings = [w for w in cfg.warnings.splitlines() if w.strip()]
     if cfg.fault:
         raise _out_of_bounds(cfg, sig, packed, source)
