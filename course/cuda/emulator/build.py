@@ -490,7 +490,7 @@ def host_executable() -> Path:
 
 def build(source: str, name_expressions, options=(), mode: str = "count") -> Build:
     """Compile (or find in the cache) the module for `mode`: "count" is the
-    ordinary in-process library with memory counters, "bounds" and "races" are
+    ordinary library with memory counters (run by the launch process), "bounds" and "races" are
     AddressSanitizer and ThreadSanitizer executables."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
