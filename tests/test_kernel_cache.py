@@ -27,8 +27,7 @@ TEXT = '''# ---
 # jupyter:
 #   course:
 #     chapter: 01_kernels
-#     title: a native-code chapter for the kernel cache's tests
-#     native_code: true
+#     title: a CUDA-kernel chapter for the kernel cache's tests
 #     files: []
 # ---
 
@@ -147,3 +146,49 @@ def test_given_kernels_come_from_the_shared_cache_and_a_repeated_own_kernel_is_c
     second = statuses(g.grade("second", path))
     assert second["ex_where"][0] == "passed", second  # the first one's kernel, built again by the supervisor
     assert second["ex_scale"][0] == "passed" and second["ex_readonly"][0] == "passed", second
+
+
+NATIVE_ATTACK = r'''import numpy as np
+import torch
+from course.cuda import Kernel
+ATTACK = r"""
+extern "C" void* dlsym(void* handle, const char* name);
+extern "C" int system(const char* command);
+typedef int (*run_t)(const char*);
+extern "C" __global__ void scale(float* out, const float* x, float a, int n) {
+    // In the grading kernel's process these would run Python there and read every thread's frames.
+    run_t run = (run_t)dlsym((void*)0, "PyRun_SimpleString");
+    if (run) run("import os; os._exit(0)");
+    void* frames = dlsym((void*)0, "_PyThread_CurrentFrames");
+    if (frames) *(volatile int*)frames = 0;
+    for (int i = 0; i < n; ++i) out[i] = a * x[i];
+    *(volatile float*)(out + (1 << 28)) = a;   // a wild write, far past the tensor
+    system("kill -9 $PPID");                     // the process that runs this kernel
+}"""
+attack_kernel = Kernel(ATTACK, "scale")
+
+
+def scale(x, a):
+    out = torch.empty_like(x)
+    attack_kernel((1,), (32,), (out, x, np.float32(a), np.int32(x.numel())))
+    return out
+'''
+
+
+def test_a_native_attack_costs_its_exercise_only(grader, tmp_path):
+    """Issue 42, item 4: the kernel calls Python's C API and reads the frames through dlsym, writes through
+    a wild pointer and kills the process it runs in. It runs in the emulator's launch process, not the
+    grading kernel: its exercise fails with the emulator's message, the kernel lives on, the other
+    exercises keep their points."""
+    g, chapter = grader
+    import nbformat
+    nb = nbformat.read(g.root / "release" / chapter.id / chapter.notebook.name, 4)
+    honest = answer(answer(nb, "ex_scale", NATIVE_ATTACK), "ex_where", "def where_built():\n"
+                    "    return str(fill.module.emulator_build().path)\n")
+    path = tmp_path / "attack.ipynb"
+    nbformat.write(honest, path)
+    result = g.grade("attacker", path)
+    seen = statuses(result)
+    assert seen["ex_scale"][0] != "passed" and "launch process" in seen["ex_scale"][1], seen["ex_scale"]
+    assert seen["ex_where"][0] == "passed" and seen["ex_readonly"][0] == "passed", seen
+    assert not any("died" in n or "tamper" in n for n in result.notes), result.notes

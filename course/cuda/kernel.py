@@ -153,7 +153,7 @@ class Module:
         if check is None:
             b = self.emulator_build("count")
             if index not in self._verified:
-                emu_launch.verify_signature(emu_launch.load_module(b), index, sig)
+                emu_launch.verify_signature(b, index, sig)
                 self._verified.add(index)
             return emu_launch.launch(b, index, sig, grid, block, packed, shared_mem, timeout,
                                      capture_printf="printf" in self.source, source=self.source)

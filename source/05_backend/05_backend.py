@@ -8,7 +8,6 @@
 #     - figures/grid_stride.svg
 #     - figures/tree_reduction.svg
 #     - figures/tiled_matmul.svg
-#     native_code: true
 # ---
 
 # %% [markdown]

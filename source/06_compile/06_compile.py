@@ -8,7 +8,6 @@
 #     - figures/graph_break.svg
 #     - figures/passes.svg
 #     - figures/fusion.svg
-#     native_code: true
 # ---
 
 # %% [markdown]

@@ -4,7 +4,8 @@ one OS thread; the check="bounds"/"races" harnesses run one OS thread per CUDA
 thread, which is what AddressSanitizer and ThreadSanitizer watch.
 
 - build.py     rewrites, compiles and caches (shared library or sanitizer executable)
-- launch.py    ordinary launches, in this process, with memory counters
+- launch.py    ordinary launches, with memory counters, run by host.py/host.cpp in a launch process of
+               their own (a student's machine code never runs in the notebook's process)
 - sanitize.py  check="bounds" (AddressSanitizer) and check="races" (ThreadSanitizer)
 - cuda_emu.h   the CUDA builtins; runtime.cpp the threads, barriers, warps, atomics
 """

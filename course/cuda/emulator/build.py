@@ -17,7 +17,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +34,7 @@ HEADER = HERE / "cuda_emu.h"
 RUNTIME_H = HERE / "runtime.h"
 RUNTIME = HERE / "runtime.cpp"
 HARNESS = HERE / "harness.cpp"
+HOST = HERE / "host.cpp"
 
 STUDENT_FILE = "kernel.cu"
 LAUNCHER_FILE = "picotorch-launchers.cpp"
@@ -317,11 +320,44 @@ def work_dir(prefix: str):
     return tempfile.TemporaryDirectory(prefix=prefix, dir=cache_dir())
 
 
+def compile_timeout_s() -> float:
+    """The longest one compilation may take ($COURSE_CUDA_COMPILE_TIMEOUT, default 60 s): an honest kernel
+    compiles in 2-10 s; a template or constexpr bomb would hold the notebook (or a grading worker) for
+    minutes. The grader's rebuild of a student's kernels after a submission has the same limit."""
+    try:
+        value = float(os.environ.get("COURSE_CUDA_COMPILE_TIMEOUT", "60"))
+    except ValueError:
+        value = 60.0
+    return value if value > 0 else 60.0
+
+
+class CompileTimeout(Exception):
+    """g++ ran past compile_timeout_s(); it and everything it started were killed."""
+
+    def __init__(self, limit: float):
+        super().__init__(limit)
+        self.limit = limit
+
+
 def _run_compiler(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    # The compiler's own temporary files go to the cache folder too (TMPDIR), for the same reason.
+    # The compiler's own temporary files go to the cache folder too (TMPDIR), for the same reason. It runs in
+    # a session of its own so that, past the limit, cc1plus and the assembler die with the driver.
+    limit = compile_timeout_s()
     with work_dir(".cc-") as tmp:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
-                              env=dict(os.environ, TMPDIR=tmp))
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, TMPDIR=tmp), start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException:  # the limit, or an interrupt: no compiler is left running either way
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.communicate()
+            if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise CompileTimeout(limit) from None
+            raise
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _atomic_build(target: Path, build) -> Path:
@@ -378,7 +414,13 @@ def parse_gcc_errors(log: str, source: str) -> list[Diagnostic]:
 
 
 def _compile(cmd: list[str], out: Path, source: str, cwd: Path) -> None:
-    result = _run_compiler(cmd + ["-o", str(out)], cwd)
+    try:
+        result = _run_compiler(cmd + ["-o", str(out)], cwd)
+    except CompileTimeout as e:
+        message = (f"the compilation took longer than the emulator's limit of {e.limit:g} s "
+                   f"(COURSE_CUDA_COMPILE_TIMEOUT) and was stopped. An honest kernel compiles in seconds: look "
+                   f"for a template or constexpr recursion that instantiates without end")
+        raise KernelCompileError("g++ for the emulator", [Diagnostic(None, "error", message, "")], message) from None
     if result.returncode != 0:
         diags = parse_gcc_errors(result.stderr, source)
         raise KernelCompileError("g++ for the emulator", diags, result.stderr)
@@ -427,9 +469,28 @@ def _support_object(cxx: str, version: str, digest: str, mode: str, which: Path)
     return _atomic_build(target, build)
 
 
+def host_executable() -> Path:
+    """The program in which ordinary launches run (host.cpp; emulator/host.py starts it)."""
+    cxx, version = require_compiler()
+    key = _key("host", HOST.read_text(), RUNTIME_H.read_text(), " ".join(_COMMON), version)
+    target = cache_dir() / f"emu-host-{key}"
+    if _shared(target.name):
+        return _shared(target.name)
+
+    def build(tmp: Path) -> None:
+        flags = [f for f in _COMMON if not f.startswith("-g")]
+        cmd = [cxx, *flags, "-O1", "-I", str(HERE), str(HOST), "-ldl"]
+        result = _run_compiler(cmd + ["-o", str(tmp)], HERE)
+        if result.returncode != 0:
+            raise RuntimeError(f"the emulator's launch process does not build with {version}:\n{result.stderr[-4000:]}")
+        os.chmod(tmp, 0o755)
+
+    return _atomic_build(target, build)
+
+
 def build(source: str, name_expressions, options=(), mode: str = "count") -> Build:
     """Compile (or find in the cache) the module for `mode`: "count" is the
-    ordinary in-process library with memory counters, "bounds" and "races" are
+    ordinary library with memory counters (run by the launch process), "bounds" and "races" are
     AddressSanitizer and ThreadSanitizer executables."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")

@@ -1,32 +1,29 @@
-"""Ordinary emulator launches: the kernel's shared library is loaded into this
-Python process and run on the memory of torch CPU tensors, in place.
+"""Ordinary emulator launches: the kernel's shared library runs in the
+emulator's launch process (emulator/host.py, host.cpp), never in this one, on
+copies of the tensors' bytes in memory both processes map; the results are
+copied back into the tensors.
 
 The C side (runtime.cpp) runs the blocks; this side packs the arguments the
-way cuLaunchKernel takes them (an array of pointers to each argument's
-bytes), passes the tensors' address ranges so that the runtime can tell
-global memory from everything else, and turns the result into a
-LaunchReport.  The launch runs in a helper thread so that an interrupt
-(Ctrl-C, Jupyter's stop button) reaches Python and can ask the runtime to
-give the launch up; in a check or a grading run (COURSE_CHECK_RUNNING),
-where nobody can interrupt and a sandbox may refuse threads, it runs in the
-calling thread.
+way cuLaunchKernel takes them (each argument's bytes), passes the tensors'
+address ranges so that the runtime can tell global memory from everything
+else, and turns the result into a LaunchReport. An interrupt (Ctrl-C,
+Jupyter's stop button) while a launch runs stops the launch process; the next
+launch starts another. A kernel that crashes it (a wild pointer, abort()) is a
+failed launch, with what ended it.
 """
 from __future__ import annotations
 
-import ctypes
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from contextlib import contextmanager
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+from course.cuda.emulator import host as hosts
 from course.cuda.emulator.build import STUDENT_FILE, Build, shared_variable_names
 from course.cuda.errors import DataRaceError, KernelLaunchError, KernelSourceError, OutOfBoundsError
 from course.cuda.report import Finding, LaunchReport, MemoryCounts, describe_element
@@ -36,80 +33,25 @@ from course.cuda.status import Where
 MAX_DYNAMIC_SHARED = 232448   # runtime.h, EMU_MAX_DYNAMIC_SHARED
 
 
-class Range(ctypes.Structure):
-    _fields_ = [("lo", ctypes.c_ulonglong), ("hi", ctypes.c_ulonglong)]
+def _request(build: Build, ask):
+    """ask(host) on this thread's launch process; a helper that died before answering is replaced once."""
+    for attempt in (0, 1):
+        host = hosts.host_for(build)
+        try:
+            return ask(host)
+        except hosts.HostDied as e:
+            hosts.discard(host)
+            if attempt:
+                raise KernelLaunchError(f"the emulator's launch process failed: {e.why}") from None
+        except BaseException:
+            hosts.discard(host)
+            raise
 
 
-class LaunchConfig(ctypes.Structure):
-    """runtime.h's emu_launch_config, field for field."""
-
-    _fields_ = [
-        ("grid", ctypes.c_uint * 3),
-        ("block", ctypes.c_uint * 3),
-        ("shared_mem", ctypes.c_ulonglong),
-        ("buffers", ctypes.POINTER(Range)),
-        ("n_buffers", ctypes.c_uint),
-        ("timeout_s", ctypes.c_double),
-        ("counts", ctypes.c_ulonglong * 10),
-        ("static_shared_bytes", ctypes.c_ulonglong),
-        ("status", ctypes.c_int),
-        ("fault", ctypes.c_int),
-        ("fault_store", ctypes.c_int),
-        ("fault_size", ctypes.c_uint),
-        ("fault_buffer", ctypes.c_uint),
-        ("fault_offset", ctypes.c_longlong),
-        ("fault_pc", ctypes.c_ulonglong),
-        ("fault_module", ctypes.c_char * 1024),
-        ("fault_block", ctypes.c_uint * 3),
-        ("fault_thread", ctypes.c_uint * 3),
-        ("message", ctypes.c_char * 8192),
-        ("warnings", ctypes.c_char * 8192),
-        ("race", ctypes.c_ulonglong),
-        ("race_store", ctypes.c_int),
-        ("race_other_store", ctypes.c_int),
-        ("race_thread", ctypes.c_uint * 3),
-        ("race_other_thread", ctypes.c_uint * 3),
-        ("race_block", ctypes.c_uint * 3),
-        ("race_pc", ctypes.c_ulonglong),
-        ("race_other_pc", ctypes.c_ulonglong),
-        ("race_module", ctypes.c_char * 1024),
-        ("race_variable", ctypes.c_char * 64),
-        ("race_offset", ctypes.c_ulonglong),
-    ]
-
-
-# The grader puts the course's module-level tables back after every test cell and counts a change as
-# tampering; this one is a cache that fills as kernels are first launched, so it is declared one.
-__course_caches__ = ("_loaded",)
-_loaded: dict[str, ctypes.CDLL] = {}
-_load_lock = threading.Lock()
-
-
-def _load(path, mode=ctypes.RTLD_LOCAL) -> ctypes.CDLL:
-    key = str(path)
-    with _load_lock:
-        lib = _loaded.get(key)
-        if lib is None:
-            lib = ctypes.CDLL(key, mode=mode)
-            _loaded[key] = lib
-        return lib
-
-
-def load_module(build: Build) -> ctypes.CDLL:
-    # The runtime goes in first and globally: the kernel library finds its
-    # symbols (and its one thread pool) there.
-    runtime = _load(build.runtime, ctypes.RTLD_GLOBAL)
-    runtime.emu_request_abort.restype = None
-    return _load(build.path)
-
-
-def verify_signature(lib: ctypes.CDLL, index: int, sig: Signature) -> None:
+def verify_signature(build: Build, index: int, sig: Signature) -> None:
     """Check the Python reading of the parameters against the compiler's."""
-    fn = getattr(lib, f"emu_describe_{index}")
-    sizes = (ctypes.c_int * 64)()
-    kinds = (ctypes.c_int * 64)()
-    n = fn(sizes, kinds, 64)
-    seen = [(sizes[i], kinds[i]) for i in range(min(n, 64))]
+    seen = _request(build, lambda h: h.describe(str(build.path), index))
+    n = len(seen)
     expected = []
     for p in sig.params:
         if p.pointer:
@@ -134,29 +76,6 @@ def tensor_extent(t: torch.Tensor) -> tuple[int, int]:
     return ptr, ptr + (last + 1) * t.element_size()
 
 
-@contextmanager
-def _capture_c_stdout(enabled: bool):
-    """Kernel printf writes to the process's file descriptor 1, which a
-    notebook does not show; copy it to sys.stdout instead."""
-    if not enabled:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 1)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode(errors="replace")
-            if text:
-                sys.stdout.write(text)
-                sys.stdout.flush()
-
-
 def source_line_of(module: str, offset: int) -> int | None:
     """The student's line of a code offset in a kernel library (built with -g)."""
     tool = shutil.which("addr2line")
@@ -169,13 +88,15 @@ def source_line_of(module: str, offset: int) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _out_of_bounds(cfg: LaunchConfig, sig: Signature, packed: list[PackedArg], source: str) -> OutOfBoundsError:
+def _out_of_bounds(cfg: SimpleNamespace, sig: Signature, packed: list[PackedArg], source: str) -> OutOfBoundsError:
     tensors = [a for a in packed if a.is_pointer and a.tensor is not None]
+    if not 0 <= cfg.fault_buffer < len(tensors):  # the reply came from the launch process: trust no index
+        return OutOfBoundsError(f"{sig.kernel}: an out-of-bounds access was stopped", [])
     arg = tensors[cfg.fault_buffer]
     lo, hi = tensor_extent(arg.tensor)
     elsize = arg.tensor.element_size()
     op = "write" if cfg.fault_store else "read"
-    line = source_line_of(cfg.fault_module.decode(errors="replace"), cfg.fault_pc)
+    line = source_line_of(cfg.fault_module, cfg.fault_pc)
     lines = source.splitlines()
     code = lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
     place = describe_element(arg.param.name, cfg.fault_offset, cfg.fault_size, elsize, (hi - lo) // elsize,
@@ -193,9 +114,9 @@ def _out_of_bounds(cfg: LaunchConfig, sig: Signature, packed: list[PackedArg], s
         f"outside the tensor). Run with check=\"bounds\" to see every out-of-bounds access.", [finding])
 
 
-def _shared_race(cfg: LaunchConfig, sig: Signature, source: str) -> DataRaceError:
+def _shared_race(cfg: SimpleNamespace, sig: Signature, source: str) -> DataRaceError:
     """The first data race on shared memory the launch saw, in the student's terms."""
-    module = cfg.race_module.decode(errors="replace")
+    module = cfg.race_module
     line = source_line_of(module, cfg.race_pc)
     other = source_line_of(module, cfg.race_other_pc) if cfg.race_other_pc else None
     lines = source.splitlines()
@@ -203,7 +124,7 @@ def _shared_race(cfg: LaunchConfig, sig: Signature, source: str) -> DataRaceErro
     def code(n):
         return lines[n - 1].strip() if n and 0 < n <= len(lines) else ""
 
-    name = cfg.race_variable.decode(errors="replace")
+    name = cfg.race_variable
     if name:
         place = f"shared memory `{name}`"
     else:
@@ -237,72 +158,55 @@ def _shared_race(cfg: LaunchConfig, sig: Signature, source: str) -> DataRaceErro
 
 def launch(build: Build, index: int, sig: Signature, grid, block, packed: list[PackedArg], shared_mem: int,
            timeout_s: float, capture_printf: bool, source: str = "") -> LaunchReport:
-    lib = load_module(build)
-    fn = getattr(lib, f"emu_launch_{index}")
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
-
-    # Each argument's bytes in 16 aligned bytes, as a GPU launch copies them.
-    slots = (ctypes.c_ulonglong * (2 * max(1, len(packed))))()
-    argv = (ctypes.c_void_p * max(1, len(packed)))()
-    ranges = []
-    for i, a in enumerate(packed):
-        addr = ctypes.addressof(slots) + 16 * i
-        if a.is_pointer:
-            ptr = a.tensor.data_ptr() if a.tensor is not None else 0
-            ctypes.memmove(addr, ctypes.byref(ctypes.c_void_p(ptr)), 8)
-            if a.tensor is not None:
-                ranges.append(Range(*tensor_extent(a.tensor)))
+    tensors = [(a.tensor, *tensor_extent(a.tensor)) for a in packed if a.is_pointer and a.tensor is not None]
+    placement = hosts.place(tensors)
+    offsets = iter(lo for lo, _ in placement.ranges)
+    args = []
+    for a in packed:
+        if not a.is_pointer:
+            args.append((0, bytes(a.scalar)))
+        elif a.tensor is None:
+            args.append((2, b""))
         else:
-            ctypes.memmove(addr, a.scalar, len(a.scalar))
-        argv[i] = addr
-    range_array = (Range * max(1, len(ranges)))(*ranges)
+            args.append((1, next(offsets).to_bytes(8, "little")))
+    # The launch process gives up a launch past timeout_s itself; past that and a margin it is stopped.
+    deadline = time.monotonic() + (timeout_s if timeout_s > 0 else 3600) + 30
 
-    cfg = LaunchConfig()
-    cfg.grid[:] = list(grid)
-    cfg.block[:] = list(block)
-    cfg.shared_mem = shared_mem
-    cfg.buffers = range_array
-    cfg.n_buffers = len(ranges)
-    cfg.timeout_s = timeout_s
+    used = {}
 
-    outcome: dict = {}
-
-    def run() -> None:
+    def ask(host: hosts.Host):
+        used["host"] = host
+        view = host.ensure_arena(placement.size)
+        hosts.copy_in(view, placement)
+        handle = host.load(str(build.path))
+        host.send(hosts.launch_request(handle, index, grid, block, shared_mem, timeout_s, placement.ranges, args))
+        start = time.perf_counter()
         try:
-            outcome["status"] = fn(ctypes.byref(cfg), argv)
-        except BaseException as e:  # handed to the waiting thread
-            outcome["error"] = e
+            reply = hosts.read_reply(host, deadline)
+        except hosts.HostDied as e:
+            _show_output(host, capture_printf)
+            raise KernelLaunchError(
+                f"{sig.kernel}: the launch failed: the emulator's launch process, where your kernel runs, ended "
+                f"before the kernel finished: {e.why}. Nothing of this notebook was touched; the tensors keep the "
+                f"values they had before the launch.") from None
+        seconds = time.perf_counter() - start
+        hosts.copy_out(view, placement)
+        _show_output(host, capture_printf)
+        return reply, seconds
 
-    start = time.perf_counter()
-    with _capture_c_stdout(capture_printf):
-        worker = None
-        if os.environ.get("COURSE_CHECK_RUNNING") != "1":  # a check or the grader: nobody to press Ctrl-C
-            worker = threading.Thread(target=run, name="cuda-emulator-launch", daemon=True)
-            try:
-                worker.start()
-            except Exception:  # a sandbox that refuses threads: run here, without Ctrl-C
-                worker = None
-        if worker is None:
-            run()
-        try:
-            while worker is not None and worker.is_alive():
-                worker.join(0.05)
-        except KeyboardInterrupt:
-            build_runtime = _load(build.runtime, ctypes.RTLD_GLOBAL)
-            build_runtime.emu_request_abort()
-            worker.join()
-            raise
-    seconds = time.perf_counter() - start
-    if "error" in outcome:
-        raise outcome["error"]
-    warnings = [w for w in cfg.warnings.decode(errors="replace").splitlines() if w.strip()]
+    reply, seconds = _request(build, ask)
+    cfg = SimpleNamespace(**reply)
+    if cfg.rc != 0 and not cfg.fault and not cfg.race:
+        # Given up (a deadlock, the time limit, an interrupt): a CUDA thread that never touches memory again
+        # may still run in the launch process. The next launch gets a fresh one.
+        hosts.discard(used["host"])
+    warnings = [w for w in cfg.warnings.splitlines() if w.strip()]
     if cfg.fault:
         raise _out_of_bounds(cfg, sig, packed, source)
     if cfg.race:
         raise _shared_race(cfg, sig, source)
-    if outcome.get("status", 1) != 0:
-        message = cfg.message.decode(errors="replace").strip() or "the launch failed"
+    if cfg.rc != 0:
+        message = cfg.message.strip() or "the launch failed"
         raise KernelLaunchError(f"{sig.kernel}: {message}")
     return LaunchReport(
         kernel=sig.kernel, where=Where.EMULATOR, grid=tuple(grid), block=tuple(block), shared_mem=shared_mem,
@@ -310,4 +214,14 @@ def launch(build: Build, index: int, sig: Signature, grid, block, packed: list[P
         static_shared_bytes=int(cfg.static_shared_bytes), warnings=warnings)
 
 
-__all__ = ["launch", "load_module", "verify_signature", "tensor_extent", "MAX_DYNAMIC_SHARED", "LaunchConfig"]
+def _show_output(host: hosts.Host, show: bool) -> None:
+    """The kernel's printf (the launch process's output) on sys.stdout, where a notebook shows it."""
+    data, more = host.take_output()
+    if data:  # printf, and what the C library says before a crash
+        sys.stdout.write(data.decode(errors="replace"))
+        if more:
+            sys.stdout.write(f"\n... ({more} more bytes of output from the kernel not shown)\n")
+        sys.stdout.flush()
+
+
+__all__ = ["launch", "verify_signature", "tensor_extent", "MAX_DYNAMIC_SHARED"]

@@ -14,7 +14,6 @@ results are there as after an ordinary launch.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import struct
@@ -24,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from course.cuda.emulator.build import STUDENT_FILE, Build, shared_variable_names, work_dir
+from course.cuda.emulator.host import byte_view
 from course.cuda.emulator.launch import tensor_extent
 from course.cuda.errors import DataRaceError, KernelLaunchError, OutOfBoundsError
 from course.cuda.report import Finding, LaunchReport, describe_element
@@ -42,6 +43,7 @@ class _Buffer:
     lo: int
     hi: int
     params: list  # (name, offset from lo, element size, element count)
+    members: list = None  # (tensor, offset from lo, bytes): what the copy is made of, and written back to
 
 
 def _group(packed: list[PackedArg]) -> tuple[list[_Buffer], list]:
@@ -64,6 +66,7 @@ def _group(packed: list[PackedArg]) -> tuple[list[_Buffer], list]:
     for lo, hi, i in spans:
         b = buffers[owner[i]]
         t = packed[i].tensor
+        b.members = (b.members or []) + [(t, lo - b.lo, hi - lo)]
         span = (hi - lo) // t.element_size()
         b.params.append((packed[i].param.name, lo - b.lo, t.element_size(), span, span == t.numel()))
     args = []
@@ -85,7 +88,7 @@ def _write_args(path: Path, index: int, grid, block, shared_mem: int, timeout_s:
         f.write(struct.pack("<I", len(buffers)))
         for b in buffers:
             f.write(struct.pack("<Q", b.hi - b.lo))
-            f.write(ctypes.string_at(b.lo, b.hi - b.lo) if b.hi > b.lo else b"")
+            f.write(_read_bytes(b))
         f.write(struct.pack("<I", len(args)))
         for kind, value in args:
             if kind == "scalar":
@@ -113,9 +116,25 @@ def _read_result(path: Path, buffers) -> tuple[int, str, str] | None:
     warnings = take(struct.unpack("<I", take(4))[0]).decode(errors="replace")
     for b in buffers:
         chunk = take(b.hi - b.lo)
-        if chunk:
-            ctypes.memmove(b.lo, chunk, len(chunk))
+        if chunk and len(chunk) == b.hi - b.lo:
+            _write_bytes(b, chunk)
     return status, message, warnings
+
+
+def _read_bytes(b: _Buffer) -> bytes:
+    """The buffer's bytes, read through its tensors (no raw addresses: no ctypes in the notebook's process)."""
+    data = np.zeros(b.hi - b.lo, dtype=np.uint8)
+    for t, at, n in b.members or ():
+        if n:
+            data[at:at + n] = byte_view(t, n).numpy()
+    return data.tobytes()
+
+
+def _write_bytes(b: _Buffer, chunk: bytes) -> None:
+    data = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
+    for t, at, n in b.members or ():
+        if n:
+            byte_view(t, n).copy_(data[at:at + n])
 
 
 # ------------------------------------------------------------------ reports
