@@ -1,0 +1,94 @@
+"""Correct answers to chapter 07 written differently from the course's solution.
+
+ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/test_alternative_solutions.py.
+"""
+from __future__ import annotations
+
+from solution_text import rewrite, solution
+
+
+def _rewrite(exercise: str, *replacements: tuple[str, str]) -> str:
+    return rewrite(solution("07_conv", exercise), *replacements, what="alternative")
+
+
+ALTERNATIVES = {
+    "strides built in a loop, the im2col matrix through NumPy, other error wording": {
+        "ex_unfold": _rewrite("ex_unfold", ("""    s_n, s_c, s_h, s_w = x.stride()
+    return x.as_strided((n, c, ho, wo, kh, kw), (s_n, s_c, s_h * sh, s_w * sw, s_h * dh, s_w * dw),
+                        x.storage_offset())""", """    steps = list(x.stride())
+    for d, (step, dil) in enumerate([(sh, dh), (sw, dw)]):
+        steps.append(x.stride(2 + d) * dil)
+        steps[2 + d] = x.stride(2 + d) * step
+    return x.as_strided([n, c, ho, wo, kh, kw], steps)"""),
+                              ("""        raise RuntimeError(f"Given input with spatial size""", """        raise RuntimeError("no window fits" or f\""""),
+                              ("""    return windows.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, ho * wo)""",
+                               """    matrix = np.moveaxis(windows.numpy(), (4, 5), (2, 3))
+    return from_numpy(np.ascontiguousarray(matrix).reshape(n, c * kh * kw, ho * wo))""")),
+    },
+    "a direct convolution (a loop over the kernel's taps), 'same' as an explicit pad": {
+        "ex_conv": _rewrite("ex_conv", ("""    out = np.empty((n, o, ho, wo), dtype=w.dtype)
+    for g in range(groups):
+        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], axes=([1, 4, 5], [1, 2, 3]))
+        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)  # (N, H_out, W_out, O/G) -> (N, O/G, H_out, W_out)
+""", """    out = np.zeros((n, o, ho, wo), dtype=w.dtype)
+    for g in range(groups):
+        for p in range(kh):
+            for q in range(kw):
+                tap = windows[:, g * cg:(g + 1) * cg, :, :, p, q]  # (N, C/G, H_out, W_out)
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", tap, w[g * og:(g + 1) * og, :, p, q])
+"""), ("""            padding = (totals[0] // 2, totals[1] // 2)
+            extra = (totals[0] - 2 * padding[0], totals[1] - 2 * padding[1])
+            if extra != (0, 0):  # an odd total: the extra zero goes after (right, bottom)
+                input = pad(input, (0, extra[1], 0, extra[0]))""",
+                                    """            top, left = totals[0] // 2, totals[1] // 2
+            input = pad(input, (left, totals[1] - left, top, totals[0] - top))
+            padding = (0, 0)""")),
+    },
+    "col2im by np.add.at over index arrays, the weight's gradient by einsum": {
+        "ex_conv_backward": _rewrite("ex_conv_backward", ("""    for p in range(kh):
+        for q in range(kw):
+            image[:, :, p * dh:p * dh + sh * (ho - 1) + 1:sh, q * dw:q * dw + sw * (wo - 1) + 1:sw] += blocks[:, :, p, q]
+""", """    rows = (np.arange(kh) * dh)[:, None, None, None] + (np.arange(ho) * sh)[None, None, :, None]
+    cols_ = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(wo) * sw)[None, None, None, :]
+    rows, cols_ = np.broadcast_arrays(rows, cols_)
+    np.add.at(image, (slice(None), slice(None), rows, cols_), blocks)
+"""), ("""            gw[k * og:(k + 1) * og] = np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
+                                                   axes=([0, 2, 3], [0, 2, 3]))""",
+       """            gw[k * og:(k + 1) * og] = np.einsum("nohw,nchwpq->ocpq", g[:, k * og:(k + 1) * og],
+                                                windows[:, k * cg:(k + 1) * cg], optimize=True)""")),
+    },
+    "max-pool by a loop over the taps, its backward by np.add.at; avg-pool as a mean over the window view": {
+        "ex_pool": _rewrite("ex_pool", ("""    flat = windows.reshape(n, c, ho, wo, kh * kw)
+    best = flat.argmax(axis=-1)  # the first maximum in row-major order (and the first NaN), as torch
+    out = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+""", """    out = windows[..., 0, 0].copy()
+    best = np.zeros(out.shape, dtype=np.int64)
+    for tap in range(1, kh * kw):
+        value = windows[..., tap // kw, tap % kw]
+        better = (value > out) | (np.isnan(value) & ~np.isnan(out))
+        out = np.where(better, value, out)
+        best = np.where(better, tap, best)
+"""), ("""    flat = (np.arange(n * c)[:, None] * (h * w) + where).ravel()
+    sums = np.bincount(flat, weights=g.ravel(), minlength=n * c * h * w)  # adds where windows chose one pixel
+    return from_numpy(sums.astype(g.dtype).reshape(n, c, h, w))""", """    sums = np.zeros((n * c, h * w), dtype=g.dtype)
+    np.add.at(sums, (np.arange(n * c)[:, None], where), g)
+    return from_numpy(sums.reshape(n, c, h, w))""")),
+    },
+    "Conv2d's repr from a list of the non-default fields": {
+        "ex_layers": _rewrite("ex_layers", ("""        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s""", """        parts = [str(self.in_channels), str(self.out_channels), f"kernel_size={self.kernel_size}",
+                 f"stride={self.stride}"]
+        for name, default in (("padding", (0, 0)), ("dilation", (1, 1)), ("groups", 1)):
+            if getattr(self, name) != default:
+                parts.append(f"{name}={getattr(self, name)}")
+        return ", ".join(parts + (["bias=False"] if self.bias is None else []))""")),
+    },
+}

@@ -1,0 +1,135 @@
+"""Typical wrong answers to chapter 07, one dict per exercise: {what is wrong: the cell's code}, or a dict with the
+code and what its message must show (tests/notebook_runs.Mutant). Each is the solution cell with one mistake put
+in (`_wrong`); a replacement that no longer matches the solution fails loudly, here."""
+from __future__ import annotations
+
+from solution_text import rewrite, solution
+
+
+def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
+    return rewrite(solution("07_conv", exercise), *replacements, what=f"mutant of {exercise}", every=True)
+
+
+MUTANTS = {
+    "ex_unfold": {
+        "the windows' strides from the shape (a contiguous x's), not from x.stride()": {
+            "code": _wrong("ex_unfold", ("s_n, s_c, s_h, s_w = x.stride()", "s_n, s_c, s_h, s_w = (c * h * w, h * w, w, 1)")),
+            "shows": "x.stride()"},
+        "the dilation left out of the taps' strides": _wrong("ex_unfold", (
+            "s_h * dh, s_w * dw)", "s_h, s_w)")),
+        "stride and dilation swapped (the windows step by the dilation, the taps by the stride)": _wrong("ex_unfold", (
+            "(s_n, s_c, s_h * sh, s_w * sw, s_h * dh, s_w * dw)", "(s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)")),
+        "the number of windows counted without the dilation": _wrong("ex_unfold", (
+            "conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)",
+            "conv_output_size(h, kh, sh, 0, 1), conv_output_size(w, kw, sw, 0, 1)")),
+        "the padding ignored": _wrong("ex_unfold", ("        x = pad(x, (pw, pw, ph, ph))\n", "        pass\n")),
+        "the padding on the wrong dims (rows padded by the column padding)": _wrong("ex_unfold", (
+            "pad(x, (pw, pw, ph, ph))", "pad(x, (ph, ph, pw, pw))")),
+        "a copy of the windows, not a view": {
+            "code": _wrong("ex_unfold", ("x.storage_offset())\n", "x.storage_offset()).contiguous()\n")),
+            "shows": "not a copy"},
+        "the storage offset dropped: a sliced x's windows start at the storage's start": _wrong("ex_unfold", (
+            "x.storage_offset())\n", "0)\n")),
+        "the im2col rows ordered (kH, kW, C) instead of (C, kH, kW)": _wrong("ex_unfold", (
+            "windows.permute(0, 1, 4, 5, 2, 3)", "windows.permute(0, 4, 5, 1, 2, 3)")),
+        "the im2col columns ordered (W_out, H_out)": _wrong("ex_unfold", (
+            "windows.permute(0, 1, 4, 5, 2, 3)", "windows.permute(0, 1, 4, 5, 3, 2)")),
+    },
+    "ex_conv": {
+        "groups mix channels: every group reads the first group's input channels": _wrong("ex_conv", (
+            "windows[:, g * cg:(g + 1) * cg]", "windows[:, 0:cg]")),
+        "groups mix channels: every group uses the first group's filters": _wrong("ex_conv", (
+            "w[g * og:(g + 1) * og]", "w[0:og]")),
+        "the bias left out": _wrong("ex_conv", ("        out += bias.numpy().reshape(1, o, 1, 1)\n", "        pass\n")),
+        "'same' padding split evenly even when the total is odd (the extra zero dropped)": _wrong("ex_conv", (
+            "            if extra != (0, 0):", "            if False:")),
+        "'same' padding's extra zero put before (left, top) instead of after": _wrong("ex_conv", (
+            "input = pad(input, (0, extra[1], 0, extra[0]))", "input = pad(input, (extra[1], 0, extra[0], 0))")),
+        "'same' padding without the dilation": _wrong("ex_conv", (
+            "totals = (dilation[0] * (kh - 1), dilation[1] * (kw - 1))", "totals = (kh - 1, kw - 1)")),
+        "the channel check ignores groups (input channels against weight.shape[1])": _wrong("ex_conv", (
+            "    if c != cg * groups:\n", "    if c != cg:\n")),
+        "the kernel-size check on the unpadded input": _wrong("ex_conv", (
+            "if h + 2 * padding[0] < spans[0] or w + 2 * padding[1] < spans[1]:", "if h < spans[0] or w < spans[1]:")),
+        "no check that the output channels divide into groups": _wrong("ex_conv", (
+            "    if o % groups:\n", "    if False:\n")),
+        "no check of the bias's shape": _wrong("ex_conv", (
+            "    if bias is not None and tuple(bias.shape) != (o,):\n", "    if False:\n")),
+        "no check of a negative padding": _wrong("ex_conv", ("    if min(padding) < 0:\n", "    if False:\n")),
+        "an unknown padding string taken as 'valid'": _wrong("ex_conv", (
+            "        if padding == \"valid\":\n", "        if padding not in (\"same\",):\n")),
+        "the output laid out by reshaping (N, H_out, W_out, O) instead of transposing": _wrong("ex_conv", (
+            "part.transpose(0, 3, 1, 2)", "part.reshape(n, og, ho, wo)")),
+        "the operator bypassed: convolution_cpu called directly (no autograd, no key sees it)": {
+            "code": _wrong("ex_conv", ('return dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)',
+                                       "return convolution_cpu(input, weight, bias, stride, padding, dilation, groups)")),
+            "shows": "aten::convolution"},
+        "a 3-D input keeps the batch dim of 1": _wrong("ex_conv", (
+            "stride, padding, dilation, groups).squeeze(0)", "stride, padding, dilation, groups)")),
+        "a 2-D input accepted as (H, W)": _wrong("ex_conv", ("    if input.dim() not in (3, 4):\n", "    if input.dim() < 2:\n"),
+                                                ("    if input.dim() == 3:\n", "    if input.dim() == 2:\n        return conv2d(input[None, None], weight, bias, stride, padding, dilation, groups)[0, 0]\n    if input.dim() == 3:\n")),
+    },
+    "ex_conv_backward": {
+        "col2im overwrites instead of adding: overlapping windows keep only the last share": {
+            "code": _wrong("ex_conv_backward", ("] += blocks[:, :, p, q]", "] = blocks[:, :, p, q]")),
+            "shows": "overlapping"},
+        "the padding's share cut off at the wrong end (the top-left corner kept)": _wrong("ex_conv_backward", (
+            "image[:, :, ph:ph + h, pw:pw + w]", "image[:, :, :h, :w]")),
+        "col2im ignores the dilation (the taps added side by side)": _wrong("ex_conv_backward", (
+            "p * dh:p * dh + sh * (ho - 1) + 1:sh, q * dw:q * dw + sw * (wo - 1) + 1:sw",
+            "p:p + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw")),
+        "col2im's window count from the unpadded size": _wrong("ex_conv_backward", (
+            "conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)",
+            "conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)")),
+        "the weight's gradient: every group reads the first group's windows": _wrong("ex_conv_backward", (
+            "windows[:, k * cg:(k + 1) * cg]", "windows[:, 0:cg]")),
+        "the input's gradient: every group uses the first group's filters": _wrong("ex_conv_backward", (
+            "np.tensordot(w[k * og:(k + 1) * og], g[:, k * og:(k + 1) * og]", "np.tensordot(w[0:og], g[:, k * og:(k + 1) * og]")),
+        "the bias's gradient is the mean, not the sum": _wrong("ex_conv_backward", (
+            "g.sum(axis=(0, 2, 3))", "g.mean(axis=(0, 2, 3))")),
+        "output_mask ignored: the bias's gradient always computed": _wrong("ex_conv_backward", (
+            "    if output_mask[2]:\n", "    if True:\n")),
+        "fold's window count not checked against the columns": _wrong("ex_conv_backward", (
+            "    if ho * wo != length or ho <= 0 or wo <= 0:\n", "    if ho <= 0 or wo <= 0:\n")),
+    },
+    "ex_pool": {
+        "ties resolved to the last maximum, not the first": {
+            "code": _wrong("ex_pool", ("best = flat.argmax(axis=-1)",
+                                       "best = flat.shape[-1] - 1 - flat[..., ::-1].argmax(axis=-1)")),
+            "shows": "tied maxima"},
+        "the padding is zeros, not -inf (a zero beats every negative pixel)": _wrong("ex_pool", (
+            'pad(x, (pw, pw, ph, ph), float("-inf"))', "pad(x, (pw, pw, ph, ph))")),
+        "the indices count in the padded image": _wrong("ex_pool", (
+            "p * dh - ph", "p * dh"), ("q * dw - pw", "q * dw")),
+        "the indices ignore the dilation": _wrong("ex_pool", ("p * dh - ph", "p - ph"), ("q * dw - pw", "q - pw")),
+        "the backward writes instead of adding (overlapping windows that chose one pixel)": _wrong("ex_pool", (
+            """    sums = np.bincount(flat, weights=g.ravel(), minlength=n * c * h * w)  # adds where windows chose one pixel
+""", """    sums = np.zeros(n * c * h * w)
+    sums[flat] = g.ravel()
+""")),
+        "avg_pool2d divides by the real pixels even with count_include_pad=True": _wrong("ex_pool", (
+            "if not count_include_pad and pads != (0, 0):", "if pads != (0, 0):")),
+        "avg_pool2d ignores count_include_pad=False": _wrong("ex_pool", (
+            "if not count_include_pad and pads != (0, 0):", "if False:")),
+        "avg_pool2d's stride defaults to 1, not to the kernel size": _wrong("ex_pool", (
+            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding)",
+            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, 1 if stride is None else stride, padding)")),
+    },
+    "ex_layers": {
+        "the bias initialised with fan_in = in_channels (the kernel's size left out)": _wrong("ex_layers", (
+            "fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]", "fan_in = self.weight.shape[1]")),
+        "the weight's second dim is in_channels, whatever the groups": _wrong("ex_layers", (
+            "empty(out_channels, in_channels // groups, *self.kernel_size", "empty(out_channels, in_channels, *self.kernel_size")),
+        "the weight drawn with Linear's default a=0 instead of a=√5": _wrong("ex_layers", (
+            "kaiming_uniform_(self.weight, a=math.sqrt(5))", "kaiming_uniform_(self.weight)")),
+        "repr always shows the padding": _wrong("ex_layers", ("        if self.padding != (0, 0):\n", "        if True:\n")),
+        "MaxPool2d's stride defaults to 1": _wrong("ex_layers", (
+            "self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size\n        self.padding, self.dilation",
+            "self.kernel_size, self.stride = kernel_size, stride if stride is not None else 1\n        self.padding, self.dilation")),
+        "AvgPool2d drops count_include_pad": _wrong("ex_layers", (
+            "avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)",
+            "avg_pool2d(x, self.kernel_size, self.stride, self.padding)")),
+        "no check that groups divide the channels": _wrong("ex_layers", (
+            "        if in_channels % groups or out_channels % groups:\n", "        if False:\n")),
+    },
+}
