@@ -271,3 +271,31 @@ def test_torch_log_sees_the_aten_operators_torch_runs_and_only_inside():
         x.mul(2)
     x.neg()  # after the mode has exited: not logged
     assert log.ops == ["mul"], f"only the calls made inside the mode are logged: {log.ops}"
+
+
+def test_tame_tells_overflowing_graphs_from_usable_ones():
+    from course.testing.rounding import tame
+
+    assert tame(lambda a, b: a * b + 1, [torch.randn(3), torch.randn(3)])
+    assert not tame(lambda a: a.exp(), [torch.tensor([50.0])]), "e^50 is above the limit"
+    assert not tame(lambda a: (a * 1e300) * 1e300, [torch.ones(2)]), "an overflow to inf"
+    assert tame(lambda a: a.view(5), [torch.ones(3)]), "an error is left for the test to compare"
+
+
+def test_model_pair_builds_the_same_model_twice():
+    """Chapter 03's ModelPair, both sides torch.nn: every step of a random program agrees with itself, and each
+    object of one side has its twin on the other."""
+    from course.testing.model_pair import ModelPair, expect_same_object
+
+    class TorchTwice(ModelPair):
+        nn = torch.nn
+        to_ours = staticmethod(lambda t: t.clone())
+
+    inputs.reseed(5)
+    for _ in range(5):
+        pair = TorchTwice.random(steps=20)
+        assert len(pair.log) >= 10 and len(pair.ours_pool) == len(pair.theirs_pool)
+        theirs, ours = dict(pair.theirs.named_parameters()), dict(pair.ours.named_parameters())
+        assert list(theirs) == list(ours), pair.where()
+        for name, p in theirs.items():
+            expect_same_object(ours[name], p, pair, f"parameter {name}")

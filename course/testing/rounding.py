@@ -19,7 +19,7 @@ import torch
 
 from course.compare import ROUNDING_SLACK, default_tolerance
 
-__all__ = ["float32_tolerances", "ROUNDING_SLACK"]
+__all__ = ["float32_tolerances", "ROUNDING_SLACK", "tame"]
 
 _BASE_RTOL, _BASE_ATOL = default_tolerance(torch.float32)
 _NEIGHBOURS = 6
@@ -98,3 +98,18 @@ def float32_tolerances(f, args, requires_grad=None, gradient=None) -> list[dict]
             continue
         worst = [max(w, _distance(lo, hi)) for w, lo, hi in zip(worst, low, high)]
     return [{"rtol": _BASE_RTOL, "atol": _BASE_ATOL + ROUNDING_SLACK * w} for w in worst]
+
+
+def tame(f, args, limit=1e4) -> bool:
+    """Are f's values and gradients at args (in torch, float64) finite and below `limit`? Random graphs that
+    overflow or round badly test nothing but rounding; a test draws another instead (chapter 02's random
+    graphs)."""
+    leaves = [a.detach().double().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a in args]
+    try:
+        out = f(*leaves)
+        out.backward(torch.ones_like(out))
+    except Exception:
+        return True  # an error: let the test compare it
+    values = [out.detach()] + [a.grad for a in leaves if isinstance(a, torch.Tensor) and a.grad is not None]
+    return all(bool(torch.isfinite(v).all()) and (v.numel() == 0 or v.abs().max() < limit) for v in values)

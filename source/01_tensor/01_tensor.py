@@ -305,17 +305,12 @@ class Storage:
 # %% [markdown]
 # ## 3. The tensor: a view onto a storage
 #
-# The `Tensor` class below is given. It holds `_storage`, `_shape`, `_stride`
-# and `_offset`, and answers what a tensor *is*: `shape`, `stride()`,
-# `storage_offset()`, `dtype`, `device`. Two helpers come first:
+# The `Tensor` class is given, in two pieces after three small helpers.
 # `wrap_dim(dim, ndim)` turns a negative dim into a positive one and raises
 # torch's `IndexError` when it is out of range, and `shape_arg(args)` lets a
 # method accept both `t.view(2, 3)` and `t.view((2, 3))`. `add_methods(Tensor)`
-# adds the methods of a small class to `Tensor`: exercise 2 uses it.
-#
-# `t.numpy()` asks NumPy for an array over the same memory with the tensor's
-# shape, strides and offset (NumPy counts strides in bytes): that is how the
-# arithmetic on values will run at NumPy speed.
+# adds the methods of a small class to `Tensor`: the second piece below and
+# exercise 2 use it.
 
 # %% reference=true
 def add_methods(cls):
@@ -342,6 +337,12 @@ def shape_arg(args) -> tuple:
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
         return tuple(args[0])
     return tuple(args)
+
+# %% [markdown]
+# First, what a tensor *is*. A `Tensor` holds `_storage`, `_shape`, `_stride`
+# and `_offset`, and answers `shape`, `size()`, `stride()`, `storage_offset()`,
+# `dtype` and `device` from them. Nothing here computes: it only describes
+# which elements of the storage the tensor shows.
 
 # %% reference=true
 class Tensor:
@@ -382,7 +383,19 @@ class Tensor:
     def ndim(self) -> int:
         return self.dim()
 
-    # --- the bridges: to NumPy for arithmetic, to and from torch for tests --------------
+    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
+
+# %% [markdown]
+# Second, the bridge to NumPy and three of Python's protocols. `t.numpy()` asks
+# NumPy for an array over the same memory with the tensor's shape, strides and
+# offset (NumPy counts strides in bytes): that is how the arithmetic on values
+# will run at NumPy speed. `len(t)`, `t[key] = value` and `bool(t)` behave as
+# torch's.
+
+# %% reference=true
+@add_methods(Tensor)
+class TensorBridges:
+    """The bridge to NumPy for arithmetic, and len(), item assignment and bool() of a tensor."""
     # Every kernel asks for its inputs' arrays, and making one costs more than most of the arithmetic on a
     # small tensor: a tensor keeps the array it last made (from_numpy: the one it was made from), with the
     # layout it was made for, so that a tensor given new memory (`p.data = q`, chapter 03) makes a new one.
@@ -410,8 +423,6 @@ class Tensor:
 
     def __bool__(self):
         return bool(self.item())
-
-    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
 
 # %% [markdown]
 # ## 4. Bridges to torch, and a few ways to make tensors
@@ -1826,9 +1837,7 @@ for ka in ("tensor", "0-dim", "number"):
 
 # %% [markdown]
 # The arithmetic methods of `Tensor` are given, each one call of the dispatcher
-# (`x + y` is `dispatch("add", x, y)`, `2 - x` is `dispatch("sub", 2, x)`),
-# with the NumPy functions that compute each operator (`UNARY_KERNELS`,
-# `BINARY_KERNELS`) and the operators with a rule of their own.
+# (`x + y` is `dispatch("add", x, y)`, `2 - x` is `dispatch("sub", 2, x)`).
 
 # %% reference=true
 @add_methods(Tensor)
@@ -1882,7 +1891,14 @@ class TensorArithmetic:
 def _is_operand(x) -> bool:
     return isinstance(x, (Tensor, bool, int, float))
 
+# %% [markdown]
+# Behind those calls, the NumPy function that computes each operator on
+# values: `UNARY_KERNELS` and `BINARY_KERNELS`. The sets beside them name the
+# operators with a rule of their own: `FLOAT_RESULT` (an integer input gives a
+# float result), `COMPARISONS` (a bool result) and `INPLACE_OPS` (the ones with
+# an in-place form `x.add_(y)`). Your kernels in exercise 11 look them up.
 
+# %% reference=true
 # The NumPy kernels of the elementwise operations: they get NumPy arrays of equal shapes
 # (or a NumPy scalar) already in the dtype to compute in.
 UNARY_KERNELS = {

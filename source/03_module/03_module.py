@@ -91,7 +91,7 @@ from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_metho
 # Modules need to change tensors **in place**: loading a checkpoint copies new
 # values into the weights that are already there (an optimizer holds those very
 # objects), `zero_grad(set_to_none=False)` zeroes a gradient, initialisation
-# fills a weight with random numbers. The next cell (given) adds them to
+# fills a weight with random numbers. The cells below (given) add them to
 # `Tensor`, with torch's names and torch's rule that an in-place change of a
 # tensor that requires grad happens only inside `no_grad()`:
 #
@@ -104,20 +104,10 @@ from picotorch import (DispatchKey, DType, Function, GradMode, Tensor, add_metho
 # | `t.to(dtype)`, `t.to(device)`, `t.to(device, dtype)` | `t` itself when nothing changes, else a converted copy |
 # | `t.is_floating_point()` | is its dtype `float32` or `float64`? |
 #
-# picotorch has no random number generator of its own: `uniform_`, `normal_`
-# and `bernoulli` **borrow torch's**. So after `torch.manual_seed(0)`, your
-# layers draw exactly the numbers torch's layers would draw — and the tests can
-# check your initialisation exactly, not only statistically.
-#
-# Devices: picotorch knows only `"cpu"` (chapter 05 adds `"cuda"`); asking for
-# any other is an error that says so.
-#
-# Each is an operator of chapter 01's dispatcher. `t.to(...)` is `"to"`, which
-# reads its arguments and returns `t` itself when nothing changes; a change of
-# dtype is the operator `"_to_copy"`, whose Autograd kernel (`ToCopy`,
-# registered with chapter 02's `@register`) sends the gradient back converted —
-# torch's `aten::to` over `aten::_to_copy`, in
-# [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
+# First, the arguments of `t.to(...)`. Devices: picotorch knows only `"cpu"`
+# (chapter 05 adds `"cuda"`); asking for any other is an error that says so.
+# `parse_to` reads every form torch accepts (a device, a dtype, both, another
+# tensor, keywords) into one `(device, dtype)` pair.
 
 # %% reference=true
 DEVICES = ["cpu"]  # the devices picotorch knows; chapter 05 adds "cuda"
@@ -164,7 +154,13 @@ def parse_to(*args, **kwargs) -> tuple:
             raise TypeError(f"to() received an invalid combination of arguments: {arg!r}")
     return (None if device is None else device_name(device)), dtype_arg(dtype)
 
+# %% [markdown]
+# picotorch has no random number generator of its own: `uniform_`, `normal_`
+# and `bernoulli` **borrow torch's**. So after `torch.manual_seed(0)`, your
+# layers draw exactly the numbers torch's layers would draw — and the tests can
+# check your initialisation exactly, not only statistically.
 
+# %% reference=true
 def torch_generator_values(shape, dtype: DType, draw) -> np.ndarray:
     """Numbers drawn by torch's default generator: draw(a new torch tensor of `shape`) fills it."""
     t = torch.empty(tuple(shape), dtype=TORCH_DTYPES[dtype])
@@ -176,7 +172,16 @@ def bernoulli(shape, p: float, dtype: DType = float32) -> Tensor:
     """1 with probability p, else 0, drawn by torch's generator (as torch.empty(shape).bernoulli_(p))."""
     return from_numpy(torch_generator_values(shape, dtype, lambda t: t.bernoulli_(p)))
 
+# %% [markdown]
+# Each change is an operator of chapter 01's dispatcher. `t.to(...)` is
+# `"to"`, which reads its arguments and returns `t` itself when nothing
+# changes; a change of dtype is the operator `"_to_copy"`, whose Autograd
+# kernel (`ToCopy`, registered with chapter 02's `@register`) sends the
+# gradient back converted — torch's `aten::to` over `aten::_to_copy`, in
+# [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
+# `"write"` and `"copy_"` write values into a tensor's memory.
 
+# %% reference=true
 @register("_to_copy")
 class ToCopy(Function):
     """The Autograd kernel of "_to_copy"(x, dtype), torch's aten::_to_copy: a converted copy, whose gradient goes
@@ -220,7 +225,12 @@ def _to_cpu(t: Tensor, *args, **kwargs) -> Tensor:
         return t
     return dispatch("_to_copy", t, dtype)
 
+# %% [markdown]
+# Last, the methods of the table above, added to `Tensor`: each in-place one
+# refuses a tensor that requires grad while grad mode is on, then calls the
+# dispatcher.
 
+# %% reference=true
 @add_methods(Tensor)
 class ModuleSupport:
     def _write(self, values, what: str) -> "Tensor":
@@ -592,178 +602,23 @@ class Module:
 # attributes, a parameter or a sub-module shared by two owners, deletions,
 # re-assignments, and calls torch refuses — and run it once on `torch.nn.Module`s
 # and once on yours. `ModelPair` keeps both and knows which object of yours
-# stands for which object of torch's. The next cell is given; read the list of
-# steps in `random_program` to see what your `Module` will meet.
+# stands for which object of torch's. It lives in the course's test kit
+# (`course/testing/model_pair.py`); the next cell points it at your `nn`. Read
+# the list of steps in `random_program` there to see what your `Module` will
+# meet.
 
 # %%
-class ModelPair:
-    """The same model built twice: `theirs` from torch.nn, `ours` from yours. `pool` lists the modules of
-    both (pool[0] is the root); `twin` maps id(torch object) -> your object. `draw` makes every random
-    choice about the pair: a test's (course.testing.Draws), so that a failing model shrinks; the course's
-    stream by default. Only what both offer is asked of it (randint, choice, randn)."""
-
-    def __init__(self, dtype=torch.float32, draw=inputs):
-        self.dtype = dtype
-        self.draw = draw
-        self.theirs_pool, self.ours_pool, self.twin, self.log = [], [], {}, []
-        self.new_module(None, None)
-
-    @property
-    def theirs(self):
-        return self.theirs_pool[0]
-
-    @property
-    def ours(self):
-        return self.ours_pool[0]
-
-    def pair(self, theirs, ours):
-        self.twin[id(theirs)] = ours
-        return theirs, ours
-
-    def new_module(self, parent, name):
-        theirs, mine = self.pair(torch.nn.Module(), OUR_NN.Module())
-        self.theirs_pool.append(theirs)
-        self.ours_pool.append(mine)
-        if parent is not None:
-            self.both(f"m{parent}.{name} = Module()  # m{len(self.theirs_pool) - 1}",
-                      lambda m: setattr(m[parent], name, m[-1]))
-
-    def both(self, text, step):
-        """Run step(pool) in both worlds; torch raising means yours must raise the same error."""
-        self.log.append(text)
-        same_error(lambda: step(self.ours_pool), lambda: step(self.theirs_pool), f"{self.where()}")
-
-    def where(self):
-        return "after the steps\n    " + "\n    ".join(self.log[-25:])
-
-    def tensor_pair(self, shape, dtype=None):
-        dtype = dtype or self.dtype
-        t = self.draw.randn(shape, dtype=dtype) if dtype.is_floating_point else (self.draw.randn(shape) * 5).to(dtype)
-        return self.pair(t, ours(t))
-
-    def parameter(self, index, name, shape, via_register=False):
-        t = self.draw.randn(shape, dtype=self.dtype)
-        theirs, mine = self.pair(torch.nn.Parameter(t.clone()), OUR_NN.Parameter(ours(t)))
-        objects = {id(self.theirs_pool): theirs, id(self.ours_pool): mine}
-        if via_register:
-            self.both(f"m{index}.register_parameter({name!r}, Parameter(randn{shape}))",
-                      lambda m: m[index].register_parameter(name, objects[id(m)]))
-        else:
-            self.both(f"m{index}.{name} = Parameter(randn{shape})", lambda m: setattr(m[index], name, objects[id(m)]))
-
-    def buffer(self, index, name, shape, persistent=True, dtype=None):
-        theirs, mine = self.tensor_pair(shape, dtype)
-        objects = {id(self.theirs_pool): theirs, id(self.ours_pool): mine}
-        self.both(f"m{index}.register_buffer({name!r}, randn{shape}, persistent={persistent})",
-                  lambda m: m[index].register_buffer(name, objects[id(m)], persistent))
-
-    def assign(self, index, name, kind, shape=(2,)):
-        """m.name = a tensor, None, a number, a string, or a parameter/module taken from elsewhere in the model."""
-        if kind == "tensor":
-            theirs, mine = self.tensor_pair(shape)
-            objects = {id(self.theirs_pool): theirs, id(self.ours_pool): mine}
-            self.both(f"m{index}.{name} = randn{shape}", lambda m: setattr(m[index], name, objects[id(m)]))
-        elif kind in ("None", "number", "string"):
-            value = {"None": None, "number": 3, "string": "hello"}[kind]
-            self.both(f"m{index}.{name} = {value!r}", lambda m: setattr(m[index], name, value))
-
-    def share(self, index, name, source, source_name):
-        """m{index}.name = m{source}.source_name (a parameter, buffer or module already in the model)."""
-        self.both(f"m{index}.{name} = m{source}.{source_name}",
-                  lambda m: setattr(m[index], name, getattr(m[source], source_name)))
-
-    def share_module(self, index, name, source):
-        if any(mod is self.theirs_pool[index] for mod in self.theirs_pool[source].modules()):
-            return  # it would make a cycle
-        self.both(f"m{index}.{name} = m{source}", lambda m: setattr(m[index], name, m[source]))
-
-    def delete(self, index, name):
-        self.both(f"del m{index}.{name}", lambda m: delattr(m[index], name))
+from course.testing.model_pair import NAMES, expect_same_object
+from course.testing.model_pair import ModelPair as TorchAndYours
 
 
-NAMES = ["w", "b", "fc", "net", "scale", "mean", "alpha", "layer", "head", "gamma"]
-BAD_NAMES = ["a.b", "", "forward", "training", "add_module"]
+class ModelPair(TorchAndYours):
+    """A model built with torch.nn and with your nn (OUR_NN); your tensors made by ours()."""
+    nn = OUR_NN
+    to_ours = staticmethod(ours)
 
 
-def random_program(pair: ModelPair, steps: int, bad=True, shapes=((2,), (3, 2), (4,), (2, 3))):
-    """Random registrations on a ModelPair (see the cell above)."""
-    draw = pair.draw
-    for _ in range(steps):
-        index = draw.randint(0, len(pair.theirs_pool) - 1)
-        name = draw.choice(NAMES)
-        shape = draw.choice(shapes)
-        kind = draw.choice(["module", "module", "param", "param", "param", "register_param", "buffer", "buffer",
-                            "assign", "share", "share_module", "delete", "none_param", "none_module", "none_buffer",
-                            "bad"] if bad else ["module", "param", "param", "buffer", "share", "share_module"])
-        if kind == "module":
-            pair.new_module(index, name)
-        elif kind == "param":
-            pair.parameter(index, name, shape)
-        elif kind == "register_param":
-            pair.parameter(index, name, shape, via_register=True)
-        elif kind == "buffer":
-            pair.buffer(index, name, shape, persistent=draw.choice([True, True, False]),
-                        dtype=draw.choice([None, None, torch.int64]))
-        elif kind == "assign":
-            pair.assign(index, name, draw.choice(["tensor", "None", "number", "string"]), shape)
-        elif kind == "share":
-            source = draw.randint(0, len(pair.theirs_pool) - 1)
-            owned = list(pair.theirs_pool[source]._parameters) + list(pair.theirs_pool[source]._buffers)
-            if owned:
-                pair.share(index, name, source, draw.choice(owned))
-        elif kind == "share_module":
-            pair.share_module(index, name, draw.randint(1, len(pair.theirs_pool) - 1)) if len(pair.theirs_pool) > 1 else None
-        elif kind == "delete":
-            pair.delete(index, name)
-        elif kind == "none_param":
-            pair.both(f"m{index}.register_parameter({name!r}, None)", lambda m: m[index].register_parameter(name, None))
-        elif kind == "none_module":
-            pair.both(f"m{index}.add_module({name!r}, None)", lambda m: m[index].add_module(name, None))
-        elif kind == "none_buffer":
-            pair.both(f"m{index}.register_buffer({name!r}, None)", lambda m: m[index].register_buffer(name, None))
-        else:
-            bad_name = draw.choice(BAD_NAMES + [3])
-            what = draw.choice(["register_parameter", "register_buffer", "add_module", "param_as_tensor",
-                                "buffer_as_number", "module_as_tensor", "param_computed"])
-            t = draw.randn(2)
-            if what == "register_parameter":
-                pair.both(f"m{index}.register_parameter({bad_name!r}, Parameter(...))",
-                          lambda m: m[index].register_parameter(bad_name, (torch.nn.Parameter(t.clone()) if m is pair.theirs_pool
-                                                                           else OUR_NN.Parameter(ours(t)))))
-            elif what == "register_buffer":
-                pair.both(f"m{index}.register_buffer({bad_name!r}, randn(2))",
-                          lambda m: m[index].register_buffer(bad_name, t.clone() if m is pair.theirs_pool else ours(t)))
-            elif what == "add_module":
-                pair.both(f"m{index}.add_module({bad_name!r}, Module())",
-                          lambda m: m[index].add_module(bad_name, torch.nn.Module() if m is pair.theirs_pool else OUR_NN.Module()))
-            elif what == "param_as_tensor":
-                pair.both(f"m{index}.register_parameter({name!r}, randn(2))  # a plain tensor",
-                          lambda m: m[index].register_parameter(name, t.clone() if m is pair.theirs_pool else ours(t)))
-            elif what == "buffer_as_number":
-                pair.both(f"m{index}.register_buffer({name!r}, 2.5)", lambda m: m[index].register_buffer(name, 2.5))
-            elif what == "module_as_tensor":
-                pair.both(f"m{index}.add_module({name!r}, randn(2))",
-                          lambda m: m[index].add_module(name, t.clone() if m is pair.theirs_pool else ours(t)))
-            else:
-                pair.both(f"m{index}.register_parameter({name!r}, x * 2)  # x requires grad",
-                          lambda m: m[index].register_parameter(name, (torch.nn.Parameter(t.clone()) * 2 if m is pair.theirs_pool
-                                                                       else OUR_NN.Parameter(ours(t)) * 2)))
-    return pair
-
-
-def random_pair(steps=None, bad=True, dtype=torch.float32, draw=inputs) -> ModelPair:
-    pair = ModelPair(dtype, draw)
-    return random_program(pair, pair.draw.randint(3, 25) if steps is None else steps, bad)
-
-
-def expect_same_object(mine, theirs, pair, what):
-    """mine must be your twin of torch's object `theirs` (or both None)."""
-    if theirs is None:
-        assert mine is None, f"{what}: torch has None here, you have {type(mine).__name__}"
-        return
-    assert mine is pair.twin.get(id(theirs)), (
-        f"{what}: torch gives its {type(theirs).__name__}, the one that corresponds to another object than yours "
-        f"(you gave a {type(mine).__name__})")
+random_pair = ModelPair.random
 
 
 # %% tests="ex_registration" points=3
@@ -2003,13 +1858,10 @@ class Linear(Module):
 
 
 # %% [markdown]
-# The next cell holds what the tests of the layers use. `expect_layer(make, x,
-# what)` builds a layer in both worlds with `make(nn)`, **loads torch's
-# `state_dict` into yours**, runs both on `x` (a torch tensor; yours gets a copy),
-# compares the outputs, then calls `backward` with the same random gradient and
-# compares the gradient of the input and of **every parameter**, by name. It
-# also compares the state dict keys, the buffers, the parameter count and the
-# `repr`. Try it on your own layers.
+# The next two cells hold what the tests of the layers use. First, how two
+# models are compared without running them: `expect_same_model(mine, theirs,
+# what)` asks for the same `state_dict` keys, parameter names, parameter count
+# and `repr`, and (unless `check_values=False`) the same values.
 
 # %%
 import re
@@ -2033,7 +1885,15 @@ def expect_same_model(mine, theirs, what, check_values=True):
         for key, value in theirs.state_dict().items():
             compare.assert_matches(state[key], value, f"{what}.state_dict()[{key!r}]")
 
+# %% [markdown]
+# Then running them. `expect_layer(make, x, what)` builds a layer in both
+# worlds with `make(nn)`, **loads torch's `state_dict` into yours**, runs both
+# on `x` (a torch tensor; yours gets a copy), compares the outputs, then calls
+# `backward` with the same random gradient and compares the gradient of the
+# input and of **every parameter**, by name. It also compares the models as
+# above, before and after the step. Try it on your own layers.
 
+# %%
 def run_both(mine, theirs, x, what, grad=True, x_requires_grad=True, draw=inputs, ill_conditioned=False):
     """Forward (and backward, with a random gradient drawn by `draw`: a test's, so that a failing input
     shrinks; the course's stream by default) in both worlds; compare output and gradients.

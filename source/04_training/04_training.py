@@ -294,6 +294,11 @@ compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())
 # and [`LossNLL.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/LossNLL.cpp)
 # (`cross_entropy_loss` too).
 
+# %% [markdown]
+# First, the two given helpers of your loss kernels: `class_targets` checks
+# the shapes and dtype of a loss's input and target and gives NumPy arrays to
+# work on; `reduce_losses` applies the `reduction`.
+
 # %% reference=true
 def class_targets(input: Tensor, target: Tensor, ignore_index: int) -> tuple:
     """(scores, target, counted) as NumPy arrays for a loss over classes: scores (N, C) from input (N, C) or
@@ -327,7 +332,12 @@ def reduce_losses(losses: np.ndarray, counted: np.ndarray, reduction: str, one_s
     with np.errstate(all="ignore"):
         return total / losses.dtype.type(counted.sum())
 
+# %% [markdown]
+# Then the `Function`s: the `Autograd` kernels of the three operators. Each
+# forward redispatches below `Autograd` to your CPU kernel and saves what its
+# backward needs; each backward calls the backward operator.
 
+# %% reference=true
 # The Autograd kernels of the three operators: one graph node each; forward and backward are operator calls.
 @register("log_softmax")
 class LogSoftmax(Function):
@@ -374,7 +384,12 @@ class NLLLossFunction(Function):
                               ctx.ignore_index)
         return grad_input, None, None, None, None
 
+# %% [markdown]
+# Last, the functions a program calls, as in `torch.nn.functional`:
+# `log_softmax(x, dim)`, `softmax(x, dim)` and `nll_loss(log_probs, target)`,
+# each one call of the dispatcher after its arguments are checked.
 
+# %% reference=true
 def _checked_dim(input: Tensor, dim: int) -> int:
     n = max(input.dim(), 1)
     if not -n <= dim < n:

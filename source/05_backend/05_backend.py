@@ -310,17 +310,21 @@ compare.assert_equal(Device("cpu") == "not a device", False, "Device('cpu') == '
 #   CUDA backend reach through the emulator.
 #
 # Everything that only looks at the layout — `view`, `transpose`, `expand`,
-# indexing — works unchanged on such a tensor: the cell registers chapter 01's
-# kernels of these operators for the `CUDA` key too (`VIEWS`). What touches
+# indexing — works unchanged on such a tensor: a cell below registers chapter
+# 01's kernels of these operators for the `CUDA` key too (`VIEWS`). What touches
 # values through NumPy does not: `t.numpy()` on a device tensor is torch's
 # `TypeError`, and every operation must go through the dispatcher to a kernel
 # of that device.
 #
-# The cell also gives `t.device` (a `Device` now: for CPU tensors through
+# The cells also give `t.device` (a `Device` now: for CPU tensors through
 # chapter 01's hook `register_device("cpu", CPU)`), `t.to_torch()` (a torch view
 # of the same memory, on the same torch device), `torch_device(device)` (where a
 # picotorch device's memory lives, for torch) and `empty_on(shape, dtype,
-# device)`. On a machine without a GPU, `torch_device(Device("cuda"))` raises
+# device)`.
+#
+# First, the device names: `"cuda"` and `"emu"` join chapter 03's list, and
+# `torch_device(device)` says where a device's memory lives for torch. On a
+# machine without a GPU, `torch_device(Device("cuda"))` raises
 # `RuntimeError(NO_GPU)`.
 
 # %% reference=true
@@ -345,7 +349,12 @@ def torch_device(device) -> torch.device:
         return torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
     return torch.device("cpu")
 
+# %% [markdown]
+# Then the storage of a device tensor: `DeviceStorage`, a flat buffer whose
+# memory a 1-D torch tensor owns. It carries the key set its tensors bring to
+# every call (your `device_keys` of exercise 2, next), and refuses NumPy.
 
+# %% reference=true
 class DeviceStorage:
     """A flat, typed buffer on a device, in memory owned by `owner`: a 1-D torch tensor on that device."""
 
@@ -375,7 +384,12 @@ class DeviceStorage:
     def __repr__(self):
         return f"DeviceStorage({len(self)} x {self.dtype.name} on {self.device})"
 
+# %% [markdown]
+# Making device tensors: `wrap_torch(t, device)` puts a picotorch tensor over
+# the memory of a torch tensor, with its layout; `empty_on(shape, dtype,
+# device)` makes a new one.
 
+# %% reference=true
 def wrap_torch(t: torch.Tensor, device) -> Tensor:
     """A picotorch tensor over the memory of the torch tensor t (same shape, strides, offset), on `device`.
     A GPU is named by its index, as torch names the device of a tensor: "cuda" becomes "cuda:0"."""
@@ -399,6 +413,13 @@ def empty_on(shape, dtype, device) -> Tensor:
 if CPU is not None:
     register_device("cpu", CPU)  # chapter 01's storages are on the CPU device, now a Device (chapter 01's hook)
 
+# %% [markdown]
+# Last, what works on a device at once: the views (`VIEWS`), whose CPU
+# kernels only compute a layout and are registered for the `CUDA` key too;
+# `t.is_cuda`, `t.cpu()` and `t.cuda()`; and `.to()`'s arguments, which may now
+# name a `Device`.
+
+# %% reference=true
 VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
          "as_strided", "flatten", "broadcast_to")
 
@@ -720,13 +741,10 @@ finally:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# The next cell registers, with your `register_cuda_kernel`, the `CUDA`
-# kernels of the operators that must know about devices: `item`, `tolist`,
-# `repr`, `to_torch` (the torch view of a device tensor), `ones_like` (the
-# engine's first gradient, made on the right device), and chapter 03's `write`;
-# and `copy_`, registered directly (no device check: like torch's `copy_`, it
-# copies between devices, computing on the CPU and copying over when the
-# source is there).
+# The next two cells register, with your `register_cuda_kernel`, the `CUDA`
+# kernels of the operators that must know about devices. First those that
+# read a device tensor: `to_torch` (the torch view of a device tensor),
+# `item`, `tolist` and `repr` (which now names the device).
 
 # %% reference=true
 @register_cuda_kernel("to_torch")
@@ -762,7 +780,13 @@ def _device_field(t: Tensor) -> str:
 
 REPR_FIELDS[:] = [_device_field] + [f for f in REPR_FIELDS if getattr(f, "__name__", "") != "_device_field"]
 
+# %% [markdown]
+# Then those that write one: `ones_like` (the engine's first gradient, made on
+# the right device), chapter 03's `write`, and `copy_`, registered directly (no
+# device check: like torch's `copy_`, it copies between devices, computing on
+# the CPU and copying over when the source is there).
 
+# %% reference=true
 @register_kernel("full_like", DispatchKey.CPU)
 def _full_like_cpu(t: Tensor, value) -> Tensor:
     return Tensor(Storage(np.full(t.numel(), value, t.dtype.numpy)), t.shape, contiguous_strides(t.shape), 0)
@@ -1023,7 +1047,7 @@ if GPU:
 # tensors on the emulator; a wrong argument, an access past a tensor or a race
 # is an error that says where, in your C.
 #
-# The given cell below has what every kernel exercise uses:
+# The given cells below have what every kernel exercise uses:
 #
 # - `cuda_source(text)`: your kernel's text, checked to be written;
 # - `Kernels(source)`: a source of **template** kernels, compiled on first use
@@ -1043,16 +1067,40 @@ if GPU:
 #   source (so that its line numbers stay yours); `family(op)` and
 #   `OP_CODES[op]` give `F` and `op` for an op name.
 
+# %% [markdown]
+# First, the C types a kernel's parameters have (`C_TYPES`, `scalar`) and
+# `cuda_source`, which refuses a kernel whose text is not written yet.
+
 # %% reference=true
 C_TYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "long long", torch.bool: "bool"}
 NUMPY_TYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.int64: np.int64, torch.bool: np.bool_}
 MATMULS = {}  # "naive", "tiled", "blocked" -> your matmul launchers, as exercises 11 to 13 define them
 MAX_BLOCKS = 1024  # the most blocks a grid-stride kernel of the backend launches: a few waves of an H200's 132 SMs
 
-ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
-COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-OP_CODES = {**{op: i for i, op in enumerate(ARITH)}, **{op: i for i, op in enumerate(COMPARE)}, "copy": 0}
-OPS_SOURCE = r"""
+
+def scalar(value, dtype: torch.dtype):
+    """`value` as the NumPy scalar of the C type that holds `dtype`, as a kernel parameter must be passed."""
+    return NUMPY_TYPES[dtype](value)
+
+
+def cuda_source(text: str) -> str:
+    """The CUDA C of an exercise; NotImplementedError while it still holds the lines put in place of the solution.
+    (The course's own copy marks its solution with nbgrader's two marker lines: blank lines to C.)"""
+    if "raise NotImplementedError()" in text:
+        raise NotImplementedError("this kernel is not written yet: replace the lines `# YOUR CODE HERE` and "
+                                  "`raise NotImplementedError()` inside it by your CUDA C")
+    return "\n".join("" if line.strip() in _MARKERS else line for line in text.split("\n"))
+
+
+_MARKERS = {f"### {word} SOLUTION" for word in ("BEGIN", "END")}
+
+# %% [markdown]
+# The operation families of the elementwise kernels, in two parts. First the
+# math they call, one overload per C type: `float` calls `expf`, `double`
+# calls `exp`, and the integer power is computed by squaring.
+
+# %% reference=true
+_MATH_SOURCE = r"""
 // ---- given: the operation families of the elementwise kernels (appended after your source) ----
 __device__ inline float op_exp(float a) { return expf(a); }
 __device__ inline double op_exp(double a) { return exp(a); }
@@ -1075,7 +1123,18 @@ template <typename T> __device__ inline T op_pow(T a, T b) {  // an integer powe
     if (b & 1) result *= a;
   return result;
 }
+"""
 
+# %% [markdown]
+# Then the families themselves, `Arith`, `Compare` and `Cast`, each a
+# `switch` on the operation's number; `OP_CODES[op]` gives that number and
+# `family(op)` the family of an op name.
+
+# %% reference=true
+ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+OP_CODES = {**{op: i for i, op in enumerate(ARITH)}, **{op: i for i, op in enumerate(COMPARE)}, "copy": 0}
+OPS_SOURCE = _MATH_SOURCE + r"""
 struct Arith {  // add sub mul div pow maximum neg abs exp log sqrt relu sigmoid tanh
   template <typename T> __device__ static T apply(int op, T a, T b) {
     switch (op) {
@@ -1120,24 +1179,12 @@ def family(op: str) -> str:
     """The operation family (a struct of OPS_SOURCE) that computes `op`."""
     return "Arith" if op in ARITH else "Compare" if op in COMPARE else "Cast"
 
+# %% [markdown]
+# Last, `Kernels(source)`: your template kernels with the families appended,
+# compiled on first use, each instantiation with the others that
+# `compiled_together` says the backend will need, in one compilation.
 
-def scalar(value, dtype: torch.dtype):
-    """`value` as the NumPy scalar of the C type that holds `dtype`, as a kernel parameter must be passed."""
-    return NUMPY_TYPES[dtype](value)
-
-
-def cuda_source(text: str) -> str:
-    """The CUDA C of an exercise; NotImplementedError while it still holds the lines put in place of the solution.
-    (The course's own copy marks its solution with nbgrader's two marker lines: blank lines to C.)"""
-    if "raise NotImplementedError()" in text:
-        raise NotImplementedError("this kernel is not written yet: replace the lines `# YOUR CODE HERE` and "
-                                  "`raise NotImplementedError()` inside it by your CUDA C")
-    return "\n".join("" if line.strip() in _MARKERS else line for line in text.split("\n"))
-
-
-_MARKERS = {f"### {word} SOLUTION" for word in ("BEGIN", "END")}
-
-
+# %% reference=true
 ALL_C_TYPES = ("float", "double", "long long", "bool")
 FAMILY_TYPES = {  # the (To, From) instantiations of each family that the backend uses
     "Arith": [("float", "float"), ("double", "double"), ("long long", "long long")],
@@ -2085,11 +2132,9 @@ compare.assert_matches(w.grad, wt.grad, f"w.grad after ((y * w - 1).tanh() * 3).
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# In-place operations and `where`, on the device: `t += u` computes `t + u` with
-# your kernels and copies the result into `t`'s own layout (with chapter 01's
-# checks), and `where(condition, x, y)`, which chapter 02's backward formulas use,
-# gets a small kernel of its own (given: three inputs, your `offset_of`
-# arithmetic, written out again).
+# In-place operations on the device: `t += u` computes `t + u` with your
+# kernels and copies the result into `t`'s own layout (with chapter 01's
+# checks).
 
 # %% reference=true
 def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
@@ -2109,7 +2154,12 @@ def inplace_cuda(t: Tensor, op: str, other) -> Tensor:
 for _op in ("add", "sub", "mul", "div"):  # t += u, t -= u, t *= u, t /= u
     register_cuda_kernel(_op + "_")((lambda op: lambda t, other: inplace_cuda(t, op, other))(_op))
 
+# %% [markdown]
+# `where(condition, x, y)`, which chapter 02's backward formulas use, gets a
+# small kernel of its own (given: three inputs, your `offset_of` arithmetic,
+# written out again).
 
+# %% reference=true
 WHERE = Kernels(r"""
 __device__ long long where_offset(long long index, int ndim, const long long* sizes, const long long* strides) {
     long long offset = 0;

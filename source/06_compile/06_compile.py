@@ -110,8 +110,8 @@ import torch
 from course.cuda import Kernel
 from course.cuda.status import recording
 from picotorch import (C_TYPES, LOCAL_KEYS, MAX_BLOCKS, DispatchKey, ExcludeDispatchKeys, GradMode, IncludeDispatchKeys, Tensor,
-                       dispatch, empty_on, from_torch, launch_1d, no_grad, redispatch, register_fallback, torch_device,
-                       wrap_torch)
+                       add_methods, dispatch, empty_on, from_torch, launch_1d, no_grad, redispatch, register_fallback,
+                       torch_device, wrap_torch)
 
 DispatchKey.declare("Trace")  # priority 6 in DISPATCH_KEYS: below Autograd, above the Python mode and the backends
 TRACERS = []  # the active tracers, innermost last
@@ -121,7 +121,12 @@ GETITEM = "getitem"  # an entry of a multi-output call's tuple: getitem(%node, i
 # Operators that change a tensor in place: a pass must keep them, in order, even when nothing uses their result.
 SIDE_EFFECTS = {"add_", "sub_", "mul_", "div_", "setitem", "copy_", "write", "inplace"}
 
+# %% [markdown]
+# A `Node` is one operation of a graph: `op` applied to `args`, with `meta`
+# saying what it made. `node.kind` sorts it (call, placeholder, constant,
+# output, fused) and `node.inputs()` lists the nodes it reads.
 
+# %% reference=true
 class Node:
     """One operation of a graph: `op` applied to `args` (other Nodes, or Python values); `meta` says what it made:
     "shape" (a tuple), "dtype" (a name such as "float32"), "device" (a name such as "emu")."""
@@ -156,14 +161,13 @@ def flatten(values) -> list:
     return out
 
 
-def text_of(value) -> str:
-    if isinstance(value, tuple):
-        return "(" + ", ".join(map(text_of, value)) + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(text_of, value)) + "]"
-    return repr(value)
+# %% [markdown]
+# A `Graph` is its nodes in the order they ran. `graph.add(op, args, meta)`
+# appends a node with a fresh name, as torch.fx names them (`mul`, `mul_1`,
+# ...); the other methods answer questions a pass asks: the placeholders, the
+# output, the calls, who uses a node.
 
-
+# %% reference=true
 class Graph:
     """Nodes in the order they ran (a topological order); the last one is the output node once the graph is done."""
 
@@ -210,27 +214,49 @@ class Graph:
         return [n for n in self.nodes if node in n.inputs()]
 
     def __str__(self):
-        lines = ["graph():"]
-        for n in self.nodes:
-            if n.op == OUTPUT:
-                lines.append(f"    return {text_of(n.args[0]) if n.args else '()'}")
-                continue
-            meta = f"  # {n.meta.get('shape')} {n.meta.get('dtype')}" if "shape" in n.meta else ""
-            if "outputs" in n.meta:  # a multi-output call: each entry of its tuple
-                entries = [o and f"{o['shape']} {o['dtype']}" or "None" for o in n.meta["outputs"]]
-                meta = "  # (" + ", ".join(entries) + ")"
-            if n.kind == CALL or n.kind == FUSED:
-                args = ", ".join(text_of(a) for a in n.args)
-                kwargs = "".join(f", {k}={text_of(v)}" for k, v in n.meta.get("kwargs", {}).items())
-                members = f" [{', '.join(n.meta['members'])}]" if n.kind == FUSED else ""
-                lines.append(f"    %{n.name} = {n.op}({args}{kwargs}){members}{meta}")
-            else:
-                lines.append(f"    %{n.name} = {n.op}{meta}")
-        return "\n".join(lines)
+        return graph_text(self)
 
     __repr__ = __str__
 
+# %% [markdown]
+# How a graph prints: one line per node, as `print(gm.graph)` prints torch.fx's,
+# each with the shape and dtype it made.
 
+# %% reference=true
+def text_of(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(text_of, value)) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(text_of, value)) + "]"
+    return repr(value)
+
+
+def graph_text(graph: Graph) -> str:
+    """The text of a graph: `graph():`, a line per node, `return ...` (what str(graph) is)."""
+    lines = ["graph():"]
+    for n in graph.nodes:
+        if n.op == OUTPUT:
+            lines.append(f"    return {text_of(n.args[0]) if n.args else '()'}")
+            continue
+        meta = f"  # {n.meta.get('shape')} {n.meta.get('dtype')}" if "shape" in n.meta else ""
+        if "outputs" in n.meta:  # a multi-output call: each entry of its tuple
+            entries = [o and f"{o['shape']} {o['dtype']}" or "None" for o in n.meta["outputs"]]
+            meta = "  # (" + ", ".join(entries) + ")"
+        if n.kind == CALL or n.kind == FUSED:
+            args = ", ".join(text_of(a) for a in n.args)
+            kwargs = "".join(f", {k}={text_of(v)}" for k, v in n.meta.get("kwargs", {}).items())
+            members = f" [{', '.join(n.meta['members'])}]" if n.kind == FUSED else ""
+            lines.append(f"    %{n.name} = {n.op}({args}{kwargs}){members}{meta}")
+        else:
+            lines.append(f"    %{n.name} = {n.op}{meta}")
+    return "\n".join(lines)
+
+# %% [markdown]
+# What a node records of a tensor (`meta_of`: shape, dtype, device), and what
+# stops a capture: `GraphBreak`, and `BREAK_REASONS`, the operators whose result
+# is a Python value that the program needs (a graph cannot hold it).
+
+# %% reference=true
 def meta_of(t: Tensor) -> dict:
     return {"shape": tuple(t.shape), "dtype": t.dtype.name, "device": str(t.device)}
 
@@ -249,7 +275,12 @@ BREAK_REASONS = {"item": "Python needs the value of a tensor (item(): bool(t), i
                  # result outside the dispatcher: captured, it would be a constant, stale on the next call.
                  "numpy": "the program computes in NumPy (numpy()): code a graph cannot follow"}
 
+# %% [markdown]
+# `Tracer` records: `node_for(value)` gives the node of a tensor (making a
+# placeholder or a constant node for one it has not seen) and `record(op, args,
+# kwargs, out)` appends the call node of an operator.
 
+# %% reference=true
 class Tracer:
     """Builds the graph of the calls made while it is active. With `segments`, a graph break closes the graph
     (a segment), runs what Python needed eagerly, and opens the next one; without, it raises GraphBreak."""
@@ -289,14 +320,6 @@ class Tracer:
             self.remember(value, node)
         return node
 
-    def escapes(self, t: Tensor) -> None:
-        """t, made by a closed segment, is used after it: that segment returns it too."""
-        graph, node = self.earlier[id(t)]
-        if graph is not None:
-            out = graph.output_node()
-            if node not in flatten(out.args):
-                out.args = (out.args[0] + (node,),)
-
     def record(self, op: str, args: tuple, kwargs: dict, out) -> Node:
         """Append the call node of `op`, whose arguments are `args` (nodes and values) and result `out`: a tensor, or
         a tuple of tensors and None (a multi-output operator), whose tensors each get a getitem node."""
@@ -314,6 +337,24 @@ class Tracer:
             if t is not None:  # (every tensor gets its node; dead-code elimination drops those nothing uses)
                 self.remember(t, self.graph.add(GETITEM, (node, i), meta_of(t)))
         return node
+
+# %% [markdown]
+# Then the tracer's segments: at a graph break, `close_segment` ends the
+# current graph (returning what later code still uses, `escapes`), and the
+# next graph starts; `finish` closes the last one with the function's result.
+
+# %% reference=true
+@add_methods(Tracer)
+class TracerSegments:
+    """The segments of a Tracer: a graph break closes one graph and opens the next."""
+
+    def escapes(self, t: Tensor) -> None:
+        """t, made by a closed segment, is used after it: that segment returns it too."""
+        graph, node = self.earlier[id(t)]
+        if graph is not None:
+            out = graph.output_node()
+            if node not in flatten(out.args):
+                out.args = (out.args[0] + (node,),)
 
     def graph_break(self, reason: str, run, args=()):
         """Python needs a value: exercise 3's `break_graph`."""
@@ -340,7 +381,11 @@ class Tracer:
         self.close_segment(self.node_for(result))
         return result
 
+# %% [markdown]
+# Last, `with tracing(tracer):` puts the `Trace` key in this thread's include
+# set and the tracer on `TRACERS`, for the block.
 
+# %% reference=true
 class tracing:
     """`with tracing(tracer):` every operator this thread calls goes through the Trace key to `tracer`."""
 
@@ -1857,10 +1902,10 @@ def fused_source(group: FusionGroup) -> str:
 
 
 # %% [markdown]
-# The next cell is the pass and the launcher: `fuse_elementwise(graph)`
-# groups and generates; `run_fused(node, *inputs)` (which `run_graph` calls)
-# allocates the output, builds `meta` with your `broadcast_strides`, and
-# launches the kernel — compiled once per source and kept.
+# The next two cells are the pass and the launcher. First the pass:
+# `fusible(node)` says which calls a kernel can compute, `elementwise_groups`
+# gathers chains of them, and `fuse_elementwise(graph)` replaces each group by
+# one `fused` node holding your generated source.
 
 # %% reference=true
 def fusible(node: Node) -> bool:
@@ -1917,7 +1962,13 @@ def fuse_elementwise(graph: Graph) -> Graph:
         members_of_groups.update(m.name for m in members[:-1])
     return rebuild(graph, lambda node: node.name not in members_of_groups, replace)
 
+# %% [markdown]
+# Then the launcher: `run_fused(node, *inputs)` (which `run_graph` calls)
+# allocates the output, builds `meta` with your `broadcast_strides`, and
+# launches the kernel — compiled once per source and kept. `memory_traffic`
+# runs a graph on the emulator and adds up the bytes its kernels move.
 
+# %% reference=true
 FUSED_KERNELS = {}  # source -> Kernel: each generated source is compiled once
 
 
