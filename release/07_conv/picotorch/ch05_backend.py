@@ -161,6 +161,7 @@ def empty_on(shape, dtype, device) -> Tensor:
 if CPU is not None:
     register_device("cpu", CPU)  # chapter 01's storages are on the CPU device, now a Device (chapter 01's hook)
 
+
 VIEWS = ("view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "expand", "getitem", "narrow",
          "as_strided", "flatten", "broadcast_to")
 
@@ -359,10 +360,25 @@ NUMPY_TYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.int64
 MATMULS = {}  # "naive", "tiled", "blocked" -> your matmul launchers, as exercises 11 to 13 define them
 MAX_BLOCKS = 1024  # the most blocks a grid-stride kernel of the backend launches: a few waves of an H200's 132 SMs
 
-ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
-COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-OP_CODES = {**{op: i for i, op in enumerate(ARITH)}, **{op: i for i, op in enumerate(COMPARE)}, "copy": 0}
-OPS_SOURCE = r"""
+
+def scalar(value, dtype: torch.dtype):
+    """`value` as the NumPy scalar of the C type that holds `dtype`, as a kernel parameter must be passed."""
+    return NUMPY_TYPES[dtype](value)
+
+
+def cuda_source(text: str) -> str:
+    """The CUDA C of an exercise; NotImplementedError while it still holds the lines put in place of the solution.
+    (The course's own copy marks its solution with nbgrader's two marker lines: blank lines to C.)"""
+    if "raise NotImplementedError()" in text:
+        raise NotImplementedError("this kernel is not written yet: replace the lines `# YOUR CODE HERE` and "
+                                  "`raise NotImplementedError()` inside it by your CUDA C")
+    return "\n".join("" if line.strip() in _MARKERS else line for line in text.split("\n"))
+
+
+_MARKERS = {f"### {word} SOLUTION" for word in ("BEGIN", "END")}
+
+
+_MATH_SOURCE = r"""
 // ---- given: the operation families of the elementwise kernels (appended after your source) ----
 __device__ inline float op_exp(float a) { return expf(a); }
 __device__ inline double op_exp(double a) { return exp(a); }
@@ -385,7 +401,13 @@ template <typename T> __device__ inline T op_pow(T a, T b) {  // an integer powe
     if (b & 1) result *= a;
   return result;
 }
+"""
 
+
+ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "neg", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh")
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+OP_CODES = {**{op: i for i, op in enumerate(ARITH)}, **{op: i for i, op in enumerate(COMPARE)}, "copy": 0}
+OPS_SOURCE = _MATH_SOURCE + r"""
 struct Arith {  // add sub mul div pow maximum neg abs exp log sqrt relu sigmoid tanh
   template <typename T> __device__ static T apply(int op, T a, T b) {
     switch (op) {
@@ -429,23 +451,6 @@ struct Cast {  // a itself: the assignment converts it to the output's type
 def family(op: str) -> str:
     """The operation family (a struct of OPS_SOURCE) that computes `op`."""
     return "Arith" if op in ARITH else "Compare" if op in COMPARE else "Cast"
-
-
-def scalar(value, dtype: torch.dtype):
-    """`value` as the NumPy scalar of the C type that holds `dtype`, as a kernel parameter must be passed."""
-    return NUMPY_TYPES[dtype](value)
-
-
-def cuda_source(text: str) -> str:
-    """The CUDA C of an exercise; NotImplementedError while it still holds the lines put in place of the solution.
-    (The course's own copy marks its solution with nbgrader's two marker lines: blank lines to C.)"""
-    if "raise NotImplementedError()" in text:
-        raise NotImplementedError("this kernel is not written yet: replace the lines `# YOUR CODE HERE` and "
-                                  "`raise NotImplementedError()` inside it by your CUDA C")
-    return "\n".join("" if line.strip() in _MARKERS else line for line in text.split("\n"))
-
-
-_MARKERS = {f"### {word} SOLUTION" for word in ("BEGIN", "END")}
 
 
 ALL_C_TYPES = ("float", "double", "long long", "bool")

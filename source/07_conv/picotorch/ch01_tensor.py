@@ -217,7 +217,12 @@ class Tensor:
     def ndim(self) -> int:
         return self.dim()
 
-    # --- the bridges: to NumPy for arithmetic, to and from torch for tests --------------
+    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
+
+
+@add_methods(Tensor)
+class TensorBridges:
+    """The bridge to NumPy for arithmetic, and len(), item assignment and bool() of a tensor."""
     # Every kernel asks for its inputs' arrays, and making one costs more than most of the arithmetic on a
     # small tensor: a tensor keeps the array it last made (from_numpy: the one it was made from), with the
     # layout it was made for, so that a tensor given new memory (`p.data = q`, chapter 03) makes a new one.
@@ -245,8 +250,6 @@ class Tensor:
 
     def __bool__(self):
         return bool(self.item())
-
-    __hash__ = object.__hash__  # by identity, as torch's (modules keep tensors in sets and dicts)
 
 
 def from_torch(t: torch.Tensor) -> Tensor:

@@ -10,8 +10,8 @@ import torch
 from course.cuda import Kernel
 from course.cuda.status import recording
 from picotorch import (C_TYPES, LOCAL_KEYS, MAX_BLOCKS, DispatchKey, ExcludeDispatchKeys, GradMode, IncludeDispatchKeys, Tensor,
-                       dispatch, empty_on, from_torch, launch_1d, no_grad, redispatch, register_fallback, torch_device,
-                       wrap_torch)
+                       add_methods, dispatch, empty_on, from_torch, launch_1d, no_grad, redispatch, register_fallback,
+                       torch_device, wrap_torch)
 
 DispatchKey.declare("Trace")  # priority 6 in DISPATCH_KEYS: below Autograd, above the Python mode and the backends
 TRACERS = []  # the active tracers, innermost last
@@ -54,14 +54,6 @@ def flatten(values) -> list:
         else:
             out.append(v)
     return out
-
-
-def text_of(value) -> str:
-    if isinstance(value, tuple):
-        return "(" + ", ".join(map(text_of, value)) + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(text_of, value)) + "]"
-    return repr(value)
 
 
 class Graph:
@@ -110,25 +102,38 @@ class Graph:
         return [n for n in self.nodes if node in n.inputs()]
 
     def __str__(self):
-        lines = ["graph():"]
-        for n in self.nodes:
-            if n.op == OUTPUT:
-                lines.append(f"    return {text_of(n.args[0]) if n.args else '()'}")
-                continue
-            meta = f"  # {n.meta.get('shape')} {n.meta.get('dtype')}" if "shape" in n.meta else ""
-            if "outputs" in n.meta:  # a multi-output call: each entry of its tuple
-                entries = [o and f"{o['shape']} {o['dtype']}" or "None" for o in n.meta["outputs"]]
-                meta = "  # (" + ", ".join(entries) + ")"
-            if n.kind == CALL or n.kind == FUSED:
-                args = ", ".join(text_of(a) for a in n.args)
-                kwargs = "".join(f", {k}={text_of(v)}" for k, v in n.meta.get("kwargs", {}).items())
-                members = f" [{', '.join(n.meta['members'])}]" if n.kind == FUSED else ""
-                lines.append(f"    %{n.name} = {n.op}({args}{kwargs}){members}{meta}")
-            else:
-                lines.append(f"    %{n.name} = {n.op}{meta}")
-        return "\n".join(lines)
+        return graph_text(self)
 
     __repr__ = __str__
+
+
+def text_of(value) -> str:
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(text_of, value)) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(text_of, value)) + "]"
+    return repr(value)
+
+
+def graph_text(graph: Graph) -> str:
+    """The text of a graph: `graph():`, a line per node, `return ...` (what str(graph) is)."""
+    lines = ["graph():"]
+    for n in graph.nodes:
+        if n.op == OUTPUT:
+            lines.append(f"    return {text_of(n.args[0]) if n.args else '()'}")
+            continue
+        meta = f"  # {n.meta.get('shape')} {n.meta.get('dtype')}" if "shape" in n.meta else ""
+        if "outputs" in n.meta:  # a multi-output call: each entry of its tuple
+            entries = [o and f"{o['shape']} {o['dtype']}" or "None" for o in n.meta["outputs"]]
+            meta = "  # (" + ", ".join(entries) + ")"
+        if n.kind == CALL or n.kind == FUSED:
+            args = ", ".join(text_of(a) for a in n.args)
+            kwargs = "".join(f", {k}={text_of(v)}" for k, v in n.meta.get("kwargs", {}).items())
+            members = f" [{', '.join(n.meta['members'])}]" if n.kind == FUSED else ""
+            lines.append(f"    %{n.name} = {n.op}({args}{kwargs}){members}{meta}")
+        else:
+            lines.append(f"    %{n.name} = {n.op}{meta}")
+    return "\n".join(lines)
 
 
 def meta_of(t: Tensor) -> dict:
@@ -189,14 +194,6 @@ class Tracer:
             self.remember(value, node)
         return node
 
-    def escapes(self, t: Tensor) -> None:
-        """t, made by a closed segment, is used after it: that segment returns it too."""
-        graph, node = self.earlier[id(t)]
-        if graph is not None:
-            out = graph.output_node()
-            if node not in flatten(out.args):
-                out.args = (out.args[0] + (node,),)
-
     def record(self, op: str, args: tuple, kwargs: dict, out) -> Node:
         """Append the call node of `op`, whose arguments are `args` (nodes and values) and result `out`: a tensor, or
         a tuple of tensors and None (a multi-output operator), whose tensors each get a getitem node."""
@@ -214,6 +211,19 @@ class Tracer:
             if t is not None:  # (every tensor gets its node; dead-code elimination drops those nothing uses)
                 self.remember(t, self.graph.add(GETITEM, (node, i), meta_of(t)))
         return node
+
+
+@add_methods(Tracer)
+class TracerSegments:
+    """The segments of a Tracer: a graph break closes one graph and opens the next."""
+
+    def escapes(self, t: Tensor) -> None:
+        """t, made by a closed segment, is used after it: that segment returns it too."""
+        graph, node = self.earlier[id(t)]
+        if graph is not None:
+            out = graph.output_node()
+            if node not in flatten(out.args):
+                out.args = (out.args[0] + (node,),)
 
     def graph_break(self, reason: str, run, args=()):
         """Python needs a value: exercise 3's `break_graph`."""
