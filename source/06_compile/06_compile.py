@@ -481,6 +481,12 @@ compare.assert_equal([a.name if isinstance(a, Node) else a for a in g.nodes[4].a
 g = capture(lambda a: a.to(dtype=torch.float64) * 2, x)
 compare.assert_equal(g.calls()[0].meta.get("kwargs"), {"dtype": torch.float64},
                      "meta['kwargs'] of the node of x.to(dtype=torch.float64): a call is recorded with its keyword arguments")
+outside_c = from_torch(torch.randn(4))  # made outside the function: the tracer has never seen it
+what = ("capture of x * c, c a tensor made outside the function (the node of each argument is tracer.node_for's: a "
+        "tensor the tracer never saw becomes a constant node, not a KeyError in tracer.node_of)")
+with compare.labelled(what):
+    g = capture(lambda a: a * outside_c, x)
+compare.assert_equal([n.op for n in g.nodes], ["placeholder", "constant", "mul", "output"], f"{what}: the ops of its nodes")
 
 
 class BreakingTracer(Tracer):
@@ -713,7 +719,9 @@ def program(a, b):
 g = capture(program, x, y)
 for _ in range(2):
     xs, ys = torch.randn(3, 4), torch.randn(4)
-    with compare.labelled("run_graph of the graph of (x.exp() * y + 1).sum(1), x - y"):
+    with compare.labelled("run_graph of the graph of (x.exp() * y + 1).sum(1), x - y (a call node runs "
+                          "dispatch(node.op, *args, **node.meta.get('kwargs', {})), each node among its arguments "
+                          "replaced by its value)"):
         out = run_graph(g, from_torch(xs), from_torch(ys))
     compare.assert_matches(out[0], (xs.exp() * ys + 1).sum(1), "run_graph of (x.exp() * y + 1).sum(1) on new inputs")
     compare.assert_matches(out[1], xs - ys, "run_graph of x - y on new inputs")
@@ -971,6 +979,22 @@ compare.assert_equal([n.op for n in e.graphs[0].outputs()], ["mul"],
                      "what the first graph of explain(flagged) returns, where `if flag` needs the value of a constant: "
                      "the break's tensors that the graph made or received, not constants (then a, which the second "
                      "graph uses)")
+
+
+def late_print(a):
+    a = a.exp()
+    graph_break()
+    text = repr(a)  # a break on a tensor the first graph made: the graph open now has no node for it
+    return a + 1
+
+
+what = ("explain(late_print): exp, graph_break(), repr(a), a + 1 (a segment returns the break's tensors that the "
+        "current graph made or received, those in tracer.node_of: a tensor an earlier graph made is not there)")
+with compare.labelled(what):
+    e = explain(late_print, x)
+compare.assert_equal(([graph.op_counts() for graph in e.graphs], e.break_reasons),
+                     ([{"exp": 1}, {"add": 1}], ["graph_break() called", BREAK_REASONS["repr"]]),
+                     f"{what}: (the op counts of each graph, the break reasons)")
 try:
     capture(branchy, x, y)
 except GraphBreak as error:
@@ -1675,7 +1699,8 @@ def with_constants(a):
 
 g = capture(with_constants, x)
 with compare.labelled("fold_constants of a * (c.exp() + 1).sqrt() + c (a call is folded when all its node arguments "
-                      "are constants, original or folded before it)"):
+                      "are constants, original or folded before it: the value of one folded before is its new constant "
+                      "node's meta['value']; a placeholder is no constant)"):
     folded = fold_constants(g)
 print(folded)
 compare.assert_equal(folded.op_counts(), {"mul": 1, "add": 1}, "the op counts after folding a * (c.exp() + 1).sqrt() + c")
@@ -2024,7 +2049,8 @@ compare.assert_equal(fused.op_counts(), {"fused": 1}, "the op counts of ((x * y)
 def fused_result(graph, what, *tensors):
     """run_graph of a fused graph on emulator copies of torch tensors (in their layouts), back on the CPU."""
     with compare.labelled(f"{what} (the generated kernel, compiled and run by run_graph, which runs a fused node with "
-                          "run_fused)"):
+                          "run_fused; the source must compile: each variable declared before it is used, a member's "
+                          "operands an input, an earlier member or a number, as group.operand(arg) says)"):
         return run_graph(graph, *(wrap_torch(t, "emu") for t in tensors)).cpu()
 
 

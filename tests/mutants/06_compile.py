@@ -42,6 +42,11 @@ MUTANTS = {
         "nested captures: the calls go to the outermost tracer, not the innermost": {
             "code": _wrong("ex_trace", ("    tracer = TRACERS[-1]\n", "    tracer = TRACERS[0]\n")),
             "shows": "innermost"},
+        "the argument nodes looked up in tracer.node_of, not tracer.node_for (a tensor made outside the function: "
+        "a KeyError holding its id)": {
+            "code": _wrong("ex_trace", ("nodes = tuple(tracer.node_for(a) for a in args)",
+                                        "nodes = tuple(tracer.node_of[id(a)] if isinstance(a, Tensor) else a for a in args)")),
+            "shows": "a tensor the tracer never saw becomes a constant node"},
     },
     "ex_run": {
         "constants are taken as placeholders": _wrong("ex_run", ("if node.op == PLACEHOLDER:",
@@ -51,6 +56,10 @@ MUTANTS = {
         "the call run without its keyword arguments": {
             "code": _wrong("ex_run", ('dispatch(node.op, *args, **node.meta.get("kwargs", {}))', "dispatch(node.op, *args)")),
             "shows": "keyword arguments"},
+        "the keyword arguments passed as one more positional argument (the kernel raises a TypeError)": {
+            "code": _wrong("ex_run", ('dispatch(node.op, *args, **node.meta.get("kwargs", {}))',
+                                      'dispatch(node.op, *args, node.meta.get("kwargs", {}))')),
+            "shows": "dispatch(node.op, *args, **node.meta.get('kwargs', {}))"},
         "a fused node dispatched as an operator (run_fused never called)": {
             "code": _wrong("ex_run", ("""            elif node.op == FUSED:
                 values[node.name] = run_fused(node, *args)
@@ -85,6 +94,11 @@ MUTANTS = {
         "the segment returns none of the break's tensors (only those used later)": {
             "code": _wrong("ex_breaks", ("tracer.close_segment(returned)", "tracer.close_segment(())")),
             "shows": "the tensors Python needs"},
+        "the break's tensors looked up in tracer.node_of without asking whether the graph open now has them (a "
+        "tensor an earlier graph made: a KeyError holding its id)": {
+            "code": _wrong("ex_breaks", ("isinstance(a, Tensor) and id(a) in tracer.node_of and tracer",
+                                         "isinstance(a, Tensor) and tracer")),
+            "shows": "those in tracer.node_of"},
     },
     "ex_compile": {
         "a guard that ignores dtype": {
@@ -174,6 +188,10 @@ MUTANTS = {
         "an in-place operation on constants folded (it runs once, at compile time)": {
             "code": _wrong("ex_fold", ("if node.kind != CALL or node.op in SIDE_EFFECTS:", "if node.kind != CALL:")),
             "shows": "in place"},
+        "a folded argument's value read from its original call node (KeyError: 'value')": {
+            "code": _wrong("ex_fold", ('values = {n.name: folded[n.name].meta["value"] for n in inputs}',
+                                       'values = {n.name: n.meta["value"] for n in inputs}')),
+            "shows": "its new constant node's meta['value']"},
     },
     "ex_fuse": {
         "a fused kernel that ignores broadcasting (size-1 dims keep their stride)": _wrong("ex_fuse", (
@@ -201,6 +219,10 @@ MUTANTS = {
             "shows": "operands in order"},
         "every group computed in float (T fixed, float64 inputs read as float)": _wrong("ex_fuse", (
             "    T = group.ctype\n", '    T = "float"\n')),
+        "a member's operands that are earlier members written as inputs (v2 for t2: the source does not compile)": {
+            "code": _wrong("ex_fuse", ('f"v{what}" if kind == "input" else f"t{what}" if kind == "member" else',
+                                       'f"v{what}" if kind != "value" else')),
+            "shows": "the source must compile"},
     },
     "ex_fuse_sum": {
         "no __syncthreads() between the steps of the tree": _wrong("ex_fuse_sum", (
