@@ -133,11 +133,14 @@ _FUNCTION_WITH_A_SWITCH = _rewrite(
     ("""        self._saved = ()
         self._released = True""", """        self._saved = None"""),
     ("""        ctx = cls._backward_cls()
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        # (apply runs for every operation that autograd sees: tuple([...]) builds a list in one loop, where
+        # tuple(... for ...) would resume a generator once per argument)
+        ctx.needs_input_grad = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
+        record = is_grad_enabled() and True in ctx.needs_input_grad  # (grad mode is the same after forward)
         with no_grad():
             out = cls.forward(ctx, *args)
-        if GradMode.enabled and any(ctx.needs_input_grad):
-            ctx.next_functions = tuple(gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args)
+        if record:
+            ctx.next_functions = tuple([gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args])
             ctx.metadata = (out.shape, out.dtype)
             out._grad_fn = ctx
             out._requires_grad = True

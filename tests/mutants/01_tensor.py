@@ -242,9 +242,11 @@ MUTANTS = {
     },
     "ex_elementwise": {
         "reads the storage in row-major order, ignoring strides": _mutate(
-            "ex_elementwise", ("                return x.numpy().astype(dtype.numpy, copy=False)",
-                               "                flat = x._storage.data[x._offset:x._offset + x.numel()].reshape(x.shape)\n"
-                               "                return np.broadcast_to(flat, shape).astype(dtype.numpy)")),
+            "ex_elementwise",
+            ("x = a.numpy().astype(compute, copy=False) if",
+             "x = a._storage.data[a._offset:a._offset + a.numel()].reshape(a.shape).astype(compute) if"),
+            ("y = b.numpy().astype(compute, copy=False) if",
+             "y = b._storage.data[b._offset:b._offset + b.numel()].reshape(b.shape).astype(compute) if")),
         "in place writes into a new tensor (the base does not change)": _mutate(
             "ex_elementwise", ("        self.numpy()[...] = result.numpy()\n        return self",
                                "        self._storage = result._storage\n        self._stride, self._offset = result._stride, result._offset\n"
@@ -257,16 +259,15 @@ MUTANTS = {
         "in place lets the tensor grow to the broadcast shape": _mutate(
             "ex_elementwise", ("        if result.shape != self._shape:\n", "        if False:\n")),
         "a Python number is first put in the tensor's dtype (2.5 becomes 2 next to an int64 tensor)": _mutate(
-            "ex_elementwise", ("            return dtype.numpy.type(x)",
-                               "            tensor = b if x is a else a\n"
-                               "            return dtype.numpy.type(np.asarray(x).astype(tensor.dtype.numpy))")),
+            "ex_elementwise", ("else compute.type(a)", "else compute.type(np.asarray(a).astype(b.dtype.numpy))"),
+                              ("else compute.type(b)", "else compute.type(np.asarray(b).astype(a.dtype.numpy))")),
         "neg, abs and relu of a bool tensor are not refused": _mutate(
             "ex_elementwise", ("        if self.dtype is bool_ and op in (\"neg\", \"abs\", \"relu\"):\n",
                                "        if False:\n")),
         "a subtraction with a bool operand is not refused": _mutate(
             "ex_elementwise", ("        if op == \"sub\" and any(", "        if False and any(")),
         "a comparison gives the promoted dtype, not bool": _mutate(
-            "ex_elementwise", ("bool_.numpy if op in COMPARISONS else dtype.numpy", "dtype.numpy")),
+            "ex_elementwise", ("bool_.numpy if op in COMPARISONS else compute", "compute")),
         "in place writes into an expanded tensor (one memory, several elements)": _mutate(
             "ex_elementwise", ("        if self.numel() and any(size > 1 and stride == 0",
                                "        if False and any(size > 1 and stride == 0")),
