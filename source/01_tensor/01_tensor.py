@@ -2388,14 +2388,7 @@ class MatMul:
             a = a.expand(batch + a.shape[-2:])
         if b.shape[:-2] != batch:
             b = b.expand(batch + b.shape[-2:])
-        x, y = a.numpy(), b.numpy()
-        if x.ndim == 2 and x.shape[0] < y.shape[1]:
-            # The same product, transposed: (x @ y).T = y.T @ x.T. NumPy's BLAS (OpenBLAS) is up to twice as slow
-            # on a product with fewer rows than columns and a long inner dim (a layer's forward, 64x784 @ 784x256)
-            # as on its transpose; from_numpy copies the transposed result back into torch's row-major layout.
-            out = from_numpy(np.matmul(y.T, x.T).T)
-        else:
-            out = from_numpy(np.matmul(x, y))
+        out = from_numpy(np.matmul(a.numpy(), b.numpy()))
         if self.dim() == 1:
             out = out.squeeze(-2)
         if other.dim() == 1:

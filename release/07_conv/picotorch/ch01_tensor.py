@@ -279,7 +279,7 @@ def from_numpy(array) -> Tensor:
     """A contiguous Tensor holding the values of a NumPy array (sharing its memory when it is
     already C-contiguous, copying it otherwise)."""
     array = np.asarray(array, order="C")  # copies only when the array is not C-contiguous (one C call: it runs per op)
-    t = Tensor(Storage(array.reshape(-1)), array.shape, contiguous_strides(array.shape), 0)
+    t = Tensor(Storage(array.ravel()), array.shape, contiguous_strides(array.shape), 0)  # (ravel: a view, here)
     if array.size:
         t._numpy = (t._storage, t._shape, t._stride, 0, array)  # what t.numpy() would make (see Tensor.numpy)
     return t
@@ -1020,20 +1020,17 @@ class Elementwise:
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
         if op == "div" and not dtype.is_floating_point:
             dtype = float32
-        shapes = [x._shape for x in (a, b) if isinstance(x, Tensor)]
-        # one tensor, or two of one shape (most calls): nothing to broadcast, and the result has that shape
-        shape = shapes[0] if len(shapes) == 1 or shapes[0] == shapes[1] else broadcast_shapes(*shapes)
-
-        def values(x):
-            # (shape is checked above, by broadcast_shapes; NumPy broadcasts by the same rules, so the operands
-            # go to the ufunc as they are, without two more calls each to make the broadcast views first)
-            if isinstance(x, Tensor):
-                return x.numpy().astype(dtype.numpy, copy=False)
-            return dtype.numpy.type(x)
-
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a._shape != b._shape:
+            broadcast_shapes(a._shape, b._shape)  # torch's error for shapes that do not broadcast
+        # NumPy broadcasts by the same rules, so the operands go to the ufunc as they are (without two more calls
+        # each to make the broadcast views first): a tensor's array in the compute dtype, a number as a NumPy
+        # scalar of that dtype. This kernel runs for every elementwise operation, forward and backward.
+        compute = dtype.numpy
+        x = a.numpy().astype(compute, copy=False) if isinstance(a, Tensor) else compute.type(a)
+        y = b.numpy().astype(compute, copy=False) if isinstance(b, Tensor) else compute.type(b)
         with np.errstate(all="ignore"):
-            out = BINARY_KERNELS[op](values(a), values(b))
-        return from_numpy(np.asarray(out, bool_.numpy if op in COMPARISONS else dtype.numpy))
+            out = BINARY_KERNELS[op](x, y)
+        return from_numpy(np.asarray(out, bool_.numpy if op in COMPARISONS else compute))
 
     def _inplace(self, op: str, other) -> "Tensor":
         if self.numel() and any(size > 1 and stride == 0 for size, stride in zip(self._shape, self._stride)):

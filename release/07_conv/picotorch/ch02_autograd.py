@@ -232,11 +232,14 @@ class Function:
     @classmethod
     def apply(cls, *args):
         ctx = cls._backward_cls()
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        # (apply runs for every operation that autograd sees: tuple([...]) builds a list in one loop, where
+        # tuple(... for ...) would resume a generator once per argument)
+        ctx.needs_input_grad = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
+        record = is_grad_enabled() and True in ctx.needs_input_grad  # (grad mode is the same after forward)
         with no_grad():
             out = cls.forward(ctx, *args)
-        if GradMode.enabled and any(ctx.needs_input_grad):
-            ctx.next_functions = tuple(gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args)
+        if record:
+            ctx.next_functions = tuple([gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args])
             ctx.metadata = (out.shape, out.dtype)
             out._grad_fn = ctx
             out._requires_grad = True
@@ -288,10 +291,11 @@ class Backward:
                         continue
                     if g is not None:
                         shape, dtype = next_node.metadata
-                        if tuple(g.shape) != tuple(shape):
+                        if g.shape != tuple(shape):
                             raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
                                                f"got {list(g.shape)} but expected shape {list(shape)}")
-                        g = cast(g, dtype)
+                        if g.dtype is not dtype:  # (cast's own test: spares a call per edge, on the common path)
+                            g = cast(g, dtype)
                         buffers[next_node] = buffers[next_node] + g if next_node in buffers else g
                     dependencies[next_node] -= 1
                     if dependencies[next_node] == 0:
