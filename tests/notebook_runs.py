@@ -5,6 +5,7 @@ import copy
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.build.reference import PACKAGE
 from autograder.chapters import Chapter
 from course.check import run_fresh, verdicts_of_executed
 from course.notebook import exercises
 
-MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
+HELPERS = Path(__file__).resolve().parent  # solution_text.py, which the mutants and alternatives import
+MUTANTS_DIR = HELPERS / "mutants"
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,17 @@ def chapter_file(folder: Path, chapter: Chapter):
         return None
     spec = importlib.util.spec_from_file_location(f"{folder.name}_{chapter.id}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # The variants import the tests' helpers (solution_text) by name: on the path under pytest (conftest.py),
+    # and here for whoever else loads them (benchmarks/suites/grading.py takes its wrong answers from here).
+    helpers = str(HELPERS)
+    added = helpers not in sys.path
+    if added:
+        sys.path.insert(0, helpers)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if added:
+            sys.path.remove(helpers)
     return module
 
 
@@ -58,7 +71,7 @@ def run_variants(chapter: Chapter, variants: list[list[str]]) -> list[list]:
     message] of every cell that raised: all run in one process (tests/run_variants.py) in a copy of the chapter's
     folder."""
     with tempfile.TemporaryDirectory() as tmp:
-        _copy_support_files(chapter, Path(tmp))
+        copy_chapter_folder(chapter, Path(tmp))
         spec = {"cwd": tmp, "variants": variants}
         done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
                               input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
@@ -129,11 +142,25 @@ def mutant_verdicts(chapter: Chapter, mutants: list[tuple], visible_only: bool =
     return results
 
 
-def _copy_support_files(chapter: Chapter, target: Path) -> None:
+def reference_package(chapter: Chapter) -> Path:
+    """release/NN/picotorch/: the reference of the chapters before `chapter`, committed once (the build's
+    source/NN/picotorch/ is an ignored copy of it, absent from a fresh clone)."""
+    return chapter.source_dir.parent.parent / "release" / chapter.id / PACKAGE
+
+
+def copy_chapter_folder(chapter: Chapter, target: Path) -> None:
+    """The chapter's source folder at `target` as nbgrader and the notebook see it: its own files (no
+    notebook) and the reference package of the chapters before it."""
     for f in chapter.source_dir.rglob("*"):
-        if f.is_file() and f.suffix != ".ipynb" and "__pycache__" not in f.parts:
-            (target / f.relative_to(chapter.source_dir)).parent.mkdir(parents=True, exist_ok=True)
-            (target / f.relative_to(chapter.source_dir)).write_bytes(f.read_bytes())
+        rel = f.relative_to(chapter.source_dir)
+        if f.is_file() and f.suffix != ".ipynb" and "__pycache__" not in f.parts and rel.parts[0] != PACKAGE:
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            (target / rel).write_bytes(f.read_bytes())
+    reference = reference_package(chapter)
+    if reference.is_dir():
+        shutil.copytree(reference, target / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
+
 
 
 def verdict_of(nb, exercise: str, cwd: Path):
@@ -144,5 +171,5 @@ def verdict_of(nb, exercise: str, cwd: Path):
 def run_in_copy(chapter: Chapter, nb, exercise: str):
     """Run `nb` in a temporary copy of the chapter's source folder (so support files resolve)."""
     with tempfile.TemporaryDirectory() as tmp:
-        _copy_support_files(chapter, Path(tmp))
+        copy_chapter_folder(chapter, Path(tmp))
         return verdict_of(nb, exercise, Path(tmp))

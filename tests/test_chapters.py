@@ -15,7 +15,7 @@ import pytest
 from autograder.grade.grader import Grader
 from conftest import CHAPTERS, REPO
 from course.notebook import exercises
-from notebook_runs import mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
+from notebook_runs import copy_chapter_folder, mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
 
 pytestmark = pytest.mark.slow
 chapter_ids = [c.id for c in CHAPTERS]
@@ -136,7 +136,9 @@ def plain_nbgrader(chapter, tmp_path_factory):
     generate_assignment` and `nbgrader autograde`, default settings, in a course of that chapter alone
     made from a copy of the repo. Returns (course folder, {(student, chapter, exercise): points})."""
     course = tmp_path_factory.mktemp(f"plain-nbgrader-{chapter.id}") / "course"
-    shutil.copytree(chapter.source_dir, course / "source" / chapter.id)
+    (course / "source" / chapter.id).mkdir(parents=True)
+    copy_chapter_folder(chapter, course / "source" / chapter.id)  # the reference package from release/
+    shutil.copy(chapter.notebook, course / "source" / chapter.id)
     shutil.copy(REPO / "nbgrader_config.py", course)
     submitted = {"solution": chapter.notebook, "blank": REPO / "release" / chapter.id / chapter.notebook.name}
     for student, nb in submitted.items():

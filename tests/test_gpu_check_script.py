@@ -53,7 +53,7 @@ def test_the_scan_reads_the_files_the_device_runs(third_party):
     files, _ = imports.scan()
     rel = {f.relative_to(REPO).as_posix() for f in files}
     expected = {"benchmarks/device/gpu_check.py", "benchmarks/suites/gpu.py", "tests/conftest.py",
-                f"source/{imports.CHAPTER}/{imports.CHAPTER}.py", f"source/{imports.CHAPTER}/picotorch/__init__.py",
+                f"source/{imports.CHAPTER}/{imports.CHAPTER}.py", f"release/{imports.CHAPTER}/picotorch/__init__.py",
                 "course/check.py", "course/cuda/gpu.py", "autograder/build/release.py"}
     assert expected <= rel, f"not followed: {sorted(expected - rel)}"
     gpu_tests = {p.name for p in imports.gpu_test_files()}

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import CHAPTERS
 from course.notebook import exercises
-from notebook_runs import _copy_support_files
+from notebook_runs import copy_chapter_folder
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def sweep(chapter, seeds: list[int]) -> dict:
     spec = {"cells": [c.source if c.cell_type == "code" else "" for c in nb.cells],
             "test_cells": {str(i): e for i, e in test_cells.items()}, "seeds": seeds}
     with tempfile.TemporaryDirectory() as tmp:
-        _copy_support_files(chapter, Path(tmp))
+        copy_chapter_folder(chapter, Path(tmp))
         spec["cwd"] = tmp
         done = subprocess.run([sys.executable, str(Path(__file__).with_name("seed_sweep.py"))],
                               input=json.dumps(spec), capture_output=True, text=True, timeout=1800)

@@ -84,8 +84,8 @@ def _local_roots(repo: Path) -> set[str]:
 def resolve(module: str, repo: Path = REPO) -> Path | None:
     """The repository file that `import module` loads on the device, or None if it is not ours."""
     parts = module.split(".")
-    if parts[0] == PACKAGE:
-        package = repo / "source" / CHAPTER / PACKAGE
+    if parts[0] == PACKAGE:  # release/NN/picotorch/: the committed copy (git ignores source/NN/picotorch/)
+        package = repo / "release" / CHAPTER / PACKAGE
         if len(parts) == 1:
             return package / "__init__.py"
         if len(parts) == 2 and (package / f"{parts[1]}.py").exists():
@@ -105,7 +105,7 @@ def resolve(module: str, repo: Path = REPO) -> Path | None:
 def module_name_of(path: Path, repo: Path = REPO) -> str:
     if path == chapter_text_form(repo):
         return f"{PACKAGE}.ch{CHAPTER}"
-    package = repo / "source" / CHAPTER / PACKAGE
+    package = repo / "release" / CHAPTER / PACKAGE
     rel = path.relative_to(package.parent if path.is_relative_to(package)
                            else repo / "tests" if path.parent == repo / "tests" else repo)
     parts = list(rel.with_suffix("").parts)
