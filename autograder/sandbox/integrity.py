@@ -76,7 +76,7 @@ class Snapshot:
         """Snapshot the modules loaded from `roots` (and built-in ones). A chapter's own
         packages in the working folder (picotorch/) are the student's to extend, not the grader's.
         The grader's own modules are in it when they are loaded: the supervisor imports the kernel's
-        (autograder.sandbox.executor) before it takes the snapshot."""
+        (autograder.sandbox.executor) right before it takes the snapshot."""
         snap = cls()
         seen_classes: set[int] = set()
         seen_functions: set[int] = set()

@@ -35,8 +35,7 @@ import struct
 import sys
 import time
 
-# The kernel's code, loaded before the snapshot is taken: its functions are the grader's, in the snapshot.
-from autograder.sandbox import executor, kernel_cache
+from autograder.sandbox import kernel_cache
 
 MAX_MESSAGE = 8 * 1024 * 1024
 
@@ -86,6 +85,7 @@ def _warm(preload: list[str]) -> list[str]:
 
 class Kernel:
     def __init__(self, job, snapshot, uid):
+        from autograder.sandbox import executor
         parent, child = socket.socketpair()
         self.pid = os.fork()
         if self.pid == 0:
@@ -440,6 +440,7 @@ def main() -> int:
     kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
     failed = _warm(preload)
     kernel_cache.after_warmup()
+    from autograder.sandbox import executor  # noqa: F401  (the kernel's code is the grader's: in the snapshot)
     from autograder.sandbox.integrity import Snapshot
     import importlib.util
     roots = {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
