@@ -1,5 +1,5 @@
 """`autograder grade --scheduler` on a real Dask cluster (issue 19): a `dask scheduler`
-and two `dask worker` processes on loopback ports (tests/dask_cluster.py), grading
+and two `dask worker` processes on loopback ports (tests/support/dask_cluster.py), grading
 a class of twelve on chapters 00 and 01, against the local pool on the same class.
 
 What must hold: the same verdicts and notes as the local run, one gradebook entry
@@ -29,7 +29,7 @@ from dask_cluster import DaskCluster
 from notebook_runs import mutants_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_dask")]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
 CHAPTERS = ("00_tour", "01_tensor")
 SLOW_S = 15  # a submission slow enough to be caught in the middle

@@ -21,7 +21,7 @@ import pytest
 
 from autograder.chapters import discover
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHAPTERS = discover(REPO / "source")
 PACKAGE = "picotorch"
 

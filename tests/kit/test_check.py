@@ -42,7 +42,7 @@ def _copy_chapter(chapter, notebook: Path, tmp_path: Path) -> Path:
 
 
 # The command's exit codes on whole notebooks are a property of the tool, not of a chapter: one
-# chapter shows them. Every chapter's solution and release are graded in tests/test_chapters.py, and
+# chapter shows them. Every chapter's solution and release are graded in tests/chapters/test_chapters.py, and
 # the wrong-answer test below runs `check` on every chapter.
 @pytest.mark.parametrize("chapter", CHAPTERS[:1], ids=[c.id for c in CHAPTERS[:1]])
 def test_solution_passes_and_exits_0(chapter, tmp_path):

@@ -35,7 +35,7 @@ from autograder.grade.intake import code_points, id_problem, look_alike_groups, 
 from test_grading_cli import released
 from test_grading_sandbox import RIGHT, answer, make_chapter
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
 FULL = 3 + (1 if __import__("torch").cuda.is_available() else 0)  # ex_double + ex_half (+ ex_gpu)
 

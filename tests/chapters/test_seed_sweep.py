@@ -2,7 +2,7 @@
 
 A tolerance tuned to one draw, or inputs that leave float32 ill-conditioned on some draws, costs a
 correct student points one run in ten (chapter 04's cross-entropy of logits scaled by 1e4 once did).
-Each chapter's test cells run under SEEDS_PER_CHAPTER seeds in one process (tests/seed_sweep.py);
+Each chapter's test cells run under SEEDS_PER_CHAPTER seeds in one process (tests/support/seed_sweep.py);
 the seeds are fixed so that a failure here is reproducible, and split into chunks that the suite's
 workers share. COURSE_SWEEP_FIRST_SEED explores other seeds.
 """
@@ -51,7 +51,7 @@ def sweep(chapter, seeds: list[int]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         copy_chapter_folder(chapter, Path(tmp))
         spec["cwd"] = tmp
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name("seed_sweep.py"))],
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "support" / "seed_sweep.py")],
                               input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"the seed sweep of {chapter.id} failed to run:\n{done.stderr[-3000:]}")

@@ -15,7 +15,7 @@ from course.cuda import Kernel, Where, run_check, tally, where_for
 from course.cuda import status
 from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 FILL = r"""
 extern "C" __global__ void fill(float* out, float v, int n) {

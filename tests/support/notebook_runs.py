@@ -20,7 +20,7 @@ from course.check import run_fresh, verdicts_of_executed
 from course.notebook import exercises
 
 HELPERS = Path(__file__).resolve().parent  # solution_text.py, which the mutants and alternatives import
-MUTANTS_DIR = HELPERS / "mutants"
+MUTANTS_DIR = HELPERS.parent / "mutants"
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Mutant:
     """A typical wrong answer: the answer cell's `code`; the verdict of exercise `judged` (None: the mutated
     exercise itself) must fail, and its message must contain `shows` when given (feedback that names the
     cause, issue 17). `hard_codes_visible`: the answer is written for the visible tests' own inputs, so only the
-    hidden tests can reject it (the visible share of tests/test_chapters.py exempts it; its name says so)."""
+    hidden tests can reject it (the visible share of tests/chapters/test_chapters.py exempts it; its name says so)."""
     code: str
     shows: str | None = None
     judged: str | None = None
@@ -68,7 +68,7 @@ def chapter_file(folder: Path, chapter: Chapter):
 
 def run_variants(chapter: Chapter, variants: list[list[str]]) -> list[list]:
     """For each variant (the sources of a notebook's cells, "" for a markdown cell), [cell index, exception name,
-    message] of every cell that raised: all run in one process (tests/run_variants.py) in a copy of the chapter's
+    message] of every cell that raised: all run in one process (tests/support/run_variants.py) in a copy of the chapter's
     folder."""
     with tempfile.TemporaryDirectory() as tmp:
         copy_chapter_folder(chapter, Path(tmp))
@@ -116,7 +116,7 @@ def visible_tests(source: str) -> str:
 
 def mutant_verdicts(chapter: Chapter, mutants: list[tuple], visible_only: bool = False):
     """[(judged exercise, Verdict)] for each (exercise, code) or (exercise, code, judged) variant, all run in
-    one process (tests/run_variants.py), with the messages the student's check would show; with
+    one process (tests/support/run_variants.py), with the messages the student's check would show; with
     `visible_only`, against the visible tests alone."""
     from course.notebook import exercise_defining
     from course.verdicts import Verdict, verdict_from_error

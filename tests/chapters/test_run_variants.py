@@ -1,4 +1,4 @@
-"""tests/run_variants.py: variants that share cells run them once, and each gets a fresh run's errors."""
+"""tests/support/run_variants.py: variants that share cells run them once, and each gets a fresh run's errors."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-RUNNER = Path(__file__).with_name("run_variants.py")
+RUNNER = Path(__file__).resolve().parents[1] / "support" / "run_variants.py"
 
 
 def run(variants: list[list[str]], cwd: Path) -> list[list]:

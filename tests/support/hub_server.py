@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lab_server import free_port, started_make
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HUB_DIR = REPO / "hub"
 # One students' runtime for every test hub of this machine: building it costs about a minute, and
 # hub/runtime.py rebuilds it only when .venv or course/ changed.

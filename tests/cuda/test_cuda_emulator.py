@@ -25,7 +25,7 @@ from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an aut
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 ADD = r"""

@@ -114,7 +114,7 @@ def test_tests_reject_typical_mistakes(chapter):
 
 
 def test_the_fast_runner_agrees_with_a_kernel():
-    """tests/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
+    """tests/support/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
     chapter = CHAPTERS[0]
     code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"].code
     fast = dict(mutant_verdicts(chapter, [("ex_count_parameters", code)]))["ex_count_parameters"]

@@ -1,12 +1,12 @@
 """Which typical wrong answers (tests/mutants/<chapter>.py) the tests accept on some seed.
 
-tests/test_chapters.py rejects each mutant on the one seed its run draws; a mutant that only some draws
+tests/chapters/test_chapters.py rejects each mutant on the one seed its run draws; a mutant that only some draws
 expose passes there by luck and fails a fresh clone's suite another day. This runs every mutant of a
 chapter under COURSE_SEED=k for each seed k, and prints for every mutant the seeds on which its exercise
 passed. Run it after adding mutants or changing a chapter's tests; a mutant accepted on some seed needs a
 check with fixed inputs that exposes its mistake on every seed. Slow (a chapter's mutants per seed):
 
-    nice -n 10 .venv/bin/python tests/mutant_seed_audit.py 04_training --seeds 1-12
+    nice -n 10 .venv/bin/python tests/support/mutant_seed_audit.py 04_training --seeds 1-12
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from autograder.chapters import discover  # noqa: E402
 from course.notebook import exercises  # noqa: E402
 from notebook_runs import mutant_verdicts, mutants_of, run_variants  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def seeds_of(text: str) -> list[int]:
@@ -49,7 +49,7 @@ def runner_sees(chapter, seed: int) -> None:
 
 def audit(chapter, seeds: list[int]) -> dict[tuple[str, str], list[int]]:
     """{(exercise, mutant): seeds on which it was accepted}; the unchanged solutions run first, as in
-    tests/test_chapters.py, under the name "(the solution fails)", listing the seeds on which they FAILED."""
+    tests/chapters/test_chapters.py, under the name "(the solution fails)", listing the seeds on which they FAILED."""
     nb = nbformat.read(chapter.notebook, as_version=4)
     solutions = [(ex.id, nb.cells[ex.solution_cells[0]].source) for ex in exercises(nb).values() if not ex.manual]
     cases = [(ex, name, m) for ex, by_name in mutants_of(chapter).items() for name, m in by_name.items()]
@@ -62,7 +62,7 @@ def audit(chapter, seeds: list[int]) -> dict[tuple[str, str], list[int]]:
             if v.status != "passed":
                 found[ex, "(the solution fails)"].append(seed)
         for (ex, name, _), (_, v) in zip(cases, verdicts[len(solutions):]):
-            if v.status not in ("failed", "error"):  # what tests/test_chapters.py counts as accepted
+            if v.status not in ("failed", "error"):  # what tests/chapters/test_chapters.py counts as accepted
                 found[ex, name].append(seed)
         accepted = sum(seed in s for (_, name), s in found.items() if name != "(the solution fails)")
         print(f"{chapter.id} seed {seed}: {accepted} accepted, {time.monotonic() - started:.0f} s", flush=True)

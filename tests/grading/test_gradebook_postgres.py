@@ -1,6 +1,6 @@
 """A PostgreSQL gradebook (issue 18, item 3): `autograder grade --db postgresql://...`
 against a real server that these tests start on a loopback port in a temporary
-folder and stop (tests/postgres_server.py). The same class graded into PostgreSQL
+folder and stop (tests/support/postgres_server.py). The same class graded into PostgreSQL
 and into the default SQLite gradebook gets the same grades; two runs grading
 different chapters into one PostgreSQL gradebook at the same time lose nothing;
 a server that is down or refuses the login is named before anything is graded."""

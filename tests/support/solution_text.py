@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autograder.build.source_format import notebook_from_text
 
-SOURCE = Path(__file__).resolve().parents[1] / "source"
+SOURCE = Path(__file__).resolve().parents[2] / "source"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 

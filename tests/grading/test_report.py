@@ -22,7 +22,7 @@ from autograder.grade import report as rep
 from conftest import CHAPTERS
 from notebook_runs import mutants_of
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
 CHAPTER = "00_tour"
 # One worker holds the module: the class is graded once (a module fixture), not once per worker.

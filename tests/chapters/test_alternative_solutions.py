@@ -2,7 +2,7 @@
 (tests/alternatives/<chapter>.py: other loops, other algorithms, other error messages where the chapter
 asks only for torch's exception type) earn every automatic point, hidden tests included.
 
-All alternatives of a chapter run in one process (tests/run_variants.py), as the typical mistakes do."""
+All alternatives of a chapter run in one process (tests/support/run_variants.py), as the typical mistakes do."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +17,7 @@ from course.verdicts import verdict_from_error
 from notebook_runs import chapter_file, run_variants
 
 pytestmark = pytest.mark.slow
-ALTERNATIVES_DIR = Path(__file__).resolve().parent / "alternatives"
+ALTERNATIVES_DIR = Path(__file__).resolve().parents[1] / "alternatives"
 GRADED_CHAPTERS = [c for c in CHAPTERS if c.id != "00_tour"]  # the tour's exercises are torch code of one line
 
 
