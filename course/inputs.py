@@ -89,7 +89,7 @@ def reseed(new_seed: int) -> None:
 
 def repeating() -> bool:
     """Whether the test cells are running again, on another seed, after a run that checked everything: a
-    seed sweep (the project's tests/seed_sweep.py) says so, so that a check with fixed inputs, whose verdict
+    seed sweep (the project's tests/support/seed_sweep.py) says so, so that a check with fixed inputs, whose verdict
     no seed can change, runs once (`course.testing.with_fixed_inputs`). False while a notebook is graded:
     the grading sandbox answers, and nothing a student writes changes its answer."""
     return bool(_ask("repeating", ()))

@@ -109,6 +109,10 @@ def prepare_course_folder(s: Settings) -> Path:
             dst = course / kind / chapter.name
             shutil.copytree(src, dst, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns(*IGNORE[:3], f"{chapter.name}.py"))
+            if kind == "source" and (chapter / "picotorch").is_dir():  # the reference package nbgrader's autograde
+                # copies in: committed once, in release/ (git ignores source/NN/picotorch/)
+                shutil.copytree(chapter / "picotorch", dst / "picotorch", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(*IGNORE[:3]))
     for folder in ("submitted", "autograded", "feedback"):
         (course / folder).mkdir(parents=True, exist_ok=True)
     _chown_tree(course, s.instructor)

@@ -15,7 +15,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The helpers (servers, notebook runs, the mutants' solution_text ...) live in tests/support/, by concern beside the
+# tests in the other folders (tests/README.md); test modules import them by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 from autograder.chapters import discover  # noqa: E402
 

@@ -44,7 +44,6 @@ import secrets
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict
@@ -53,6 +52,7 @@ from pathlib import Path
 from distributed import WorkerPlugin
 
 from autograder.chapters import REPO, Chapter
+from autograder.grade.files import write_atomic
 
 PLUGIN = "autograder-grader"
 RESUME = ".resume"
@@ -144,19 +144,6 @@ def submission_digest(submission) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """A temporary file renamed into place, and removed whatever stops the write (Ctrl-C included)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 class Journal:
     """OUT/.resume/CHAPTER/: one file per graded student, written as each result arrives."""
 
@@ -190,7 +177,7 @@ class Journal:
 
     def add(self, result) -> None:
         entry = {"key": self.key, "digest": self.digests.get(result.student), "result": _result_to_json(result)}
-        _write_atomic(self._path(result.student), json.dumps(entry) + "\n")
+        write_atomic(self._path(result.student), json.dumps(entry) + "\n")
 
 
 # -- the worker side --------------------------------------------------------------------------------

@@ -380,98 +380,122 @@ def unpack(archive: Path, into: Path, skipped: dict[Path, str] | None = None) ->
     return warnings
 
 
-def _extract(members: list[_Member], into: Path, label: str, warnings: list[str],
-             skipped: dict[Path, str]) -> None:
-    def refuse(name: str, why: str, parts: tuple[str, ...] = ()) -> None:
-        warnings.append(f"refused {name!r} in {label}: {why}")
+class _Unpacking:
+    """One archive's unpacking into `into`: what is said about the members that are not unpacked (a warning
+    each, in `warnings`; the paths of the files skipped, in `skipped`, so their students get a note)."""
+
+    def __init__(self, into: Path, label: str, warnings: list[str], skipped: dict[Path, str]):
+        self.into, self.label, self.warnings, self.skipped = into, label, warnings, skipped
+        self.written = 0  # bytes that came out so far, whatever the headers announce
+
+    def refuse(self, name: str, why: str, parts: tuple[str, ...] = ()) -> None:
+        self.warnings.append(f"refused {name!r} in {self.label}: {why}")
         if parts:
-            skipped[into.joinpath(*parts)] = why
+            self.skipped[self.into.joinpath(*parts)] = why
 
-    def skip(name: str, why: str, parts: tuple[str, ...] = ()) -> None:
-        warnings.append(f"skipped {name!r} in {label}: {why}")
+    def skip(self, name: str, why: str, parts: tuple[str, ...] = ()) -> None:
+        self.warnings.append(f"skipped {name!r} in {self.label}: {why}")
         if parts and _components_too_long(parts) is None:
-            skipped[into.joinpath(*parts)] = why
+            self.skipped[self.into.joinpath(*parts)] = why
 
-    def keep_folder(parts: tuple[str, ...]) -> None:
+    def keep_folder(self, parts: tuple[str, ...]) -> None:
         """The folder of a member that was not unpacked: its student still has a folder, graded
         0 with a note, rather than vanishing from the grades."""
         try:
-            into.joinpath(*parts[:-1]).mkdir(parents=True, exist_ok=True)
+            self.into.joinpath(*parts[:-1]).mkdir(parents=True, exist_ok=True)
         except OSError:
             pass
 
-    accepted: list[tuple[_Member, tuple[str, ...]]] = []
-    for m in members:
-        parts = PurePosixPath(m.name.replace("\\", "/")).parts
-        if m.name.startswith(("/", "\\")) or (parts and parts[0].endswith(":")) or ".." in parts:
-            refuse(m.name, "it points outside the archive")
-            continue
-        if m.special:
-            refuse(m.name, "a link or special file, not a plain file")
-            if parts and _components_too_long(parts[:-1]) is None:
-                keep_folder(parts)
-            continue
-        if not parts:
-            if not m.is_dir:
-                skip(m.name, "its name is empty or '.', which names no file")
-            continue
-        long = _components_too_long(parts)
-        if long is not None:
-            skip(m.name, f"its name has a part of {len(long.encode('utf-8', 'surrogateescape'))} bytes, longer "
-                         f"than the {MAX_NAME_BYTES} a file name may have")
-            if _components_too_long(parts[:-1]) is None:
-                keep_folder(parts)
-            continue
-        accepted.append((m, parts))
-    folders = {parts[:i] for m, parts in accepted for i in range(1, len(parts))}
-    folders |= {parts for m, parts in accepted if m.is_dir}
-    last = {parts: n for n, (m, parts) in enumerate(accepted) if not m.is_dir}
-    total = written = 0  # bytes the headers announce, bytes that came out
-    for n, (m, parts) in enumerate(accepted):
-        if m.is_dir:
-            continue
-        if parts in folders:
-            skip(m.name, "the archive also has a folder of that name; the folder was kept", parts)
-            continue
-        if last[parts] != n:
-            skip(m.name, "the archive holds this name more than once; the last copy was unpacked")
-            continue
-        if m.encrypted:
-            skip(m.name, "it is encrypted; re-create the zip without a password", parts)
-            keep_folder(parts)
-            continue
-        total += m.size
-        if m.size > MAX_MEMBER_BYTES or total > MAX_ARCHIVE_BYTES:
-            refuse(m.name, "larger than the grader accepts", parts)
-            keep_folder(parts)
-            continue
-        target = into.joinpath(*parts)
-        if not target.resolve().is_relative_to(into.resolve()):
-            refuse(m.name, "it points outside the archive")
-            continue
+    def accepted(self, members: list[_Member]) -> list[tuple[_Member, tuple[str, ...]]]:
+        """The members whose names can be unpacked here, with their path parts: none that points outside the
+        archive, is a link or special file, names no file, or has a part longer than a file name may be."""
+        accepted = []
+        for m in members:
+            parts = PurePosixPath(m.name.replace("\\", "/")).parts
+            if m.name.startswith(("/", "\\")) or (parts and parts[0].endswith(":")) or ".." in parts:
+                self.refuse(m.name, "it points outside the archive")
+                continue
+            if m.special:
+                self.refuse(m.name, "a link or special file, not a plain file")
+                if parts and _components_too_long(parts[:-1]) is None:
+                    self.keep_folder(parts)
+                continue
+            if not parts:
+                if not m.is_dir:
+                    self.skip(m.name, "its name is empty or '.', which names no file")
+                continue
+            long = _components_too_long(parts)
+            if long is not None:
+                self.skip(m.name, f"its name has a part of {len(long.encode('utf-8', 'surrogateescape'))} bytes, "
+                                  f"longer than the {MAX_NAME_BYTES} a file name may have")
+                if _components_too_long(parts[:-1]) is None:
+                    self.keep_folder(parts)
+                continue
+            accepted.append((m, parts))
+        return accepted
+
+    def write(self, m: _Member, parts: tuple[str, ...], target: Path) -> None:
+        """The member's bytes at `target`, through a temporary file renamed into place; refused when more comes
+        out than the grader accepts (a header's size can lie), skipped when it cannot be read."""
         partial = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, partial = tempfile.mkstemp(prefix=".unpacking-", dir=target.parent)
-            left = min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - written)
+            left = min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - self.written)
             with os.fdopen(fd, "wb") as dst:
                 for chunk in m.opener():  # the header's size can lie; count what comes out
                     left -= len(chunk)
                     if left < 0:
                         break
                     dst.write(chunk)
-                    written += len(chunk)
+                    self.written += len(chunk)
             if left < 0:
-                refuse(m.name, "larger than the grader accepts", parts)
-                continue
+                self.refuse(m.name, "larger than the grader accepts", parts)
+                return
             os.replace(partial, target)
             partial = None
         except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, ValueError,
                 OSError) as e:
-            skip(m.name, f"it cannot be read ({type(e).__name__}: {e}); re-create the zip", parts)
+            self.skip(m.name, f"it cannot be read ({type(e).__name__}: {e}); re-create the zip", parts)
         finally:
             if partial is not None and os.path.exists(partial):
                 os.unlink(partial)
+
+
+def _extract(members: list[_Member], into: Path, label: str, warnings: list[str],
+             skipped: dict[Path, str]) -> None:
+    """Unpack into `into` the members that are safe to unpack: a file whose name is also a folder, an earlier
+    copy of a name, an encrypted or an oversized member is not (each with a warning), and no file lands outside
+    `into`; the archive as a whole stops at MAX_ARCHIVE_BYTES."""
+    unpack = _Unpacking(into, label, warnings, skipped)
+    accepted = unpack.accepted(members)
+    folders = {parts[:i] for m, parts in accepted for i in range(1, len(parts))}
+    folders |= {parts for m, parts in accepted if m.is_dir}
+    last = {parts: n for n, (m, parts) in enumerate(accepted) if not m.is_dir}
+    total = 0  # bytes the headers announce
+    for n, (m, parts) in enumerate(accepted):
+        if m.is_dir:
+            continue
+        if parts in folders:
+            unpack.skip(m.name, "the archive also has a folder of that name; the folder was kept", parts)
+            continue
+        if last[parts] != n:
+            unpack.skip(m.name, "the archive holds this name more than once; the last copy was unpacked")
+            continue
+        if m.encrypted:
+            unpack.skip(m.name, "it is encrypted; re-create the zip without a password", parts)
+            unpack.keep_folder(parts)
+            continue
+        total += m.size
+        if m.size > MAX_MEMBER_BYTES or total > MAX_ARCHIVE_BYTES:
+            unpack.refuse(m.name, "larger than the grader accepts", parts)
+            unpack.keep_folder(parts)
+            continue
+        target = into.joinpath(*parts)
+        if not target.resolve().is_relative_to(into.resolve()):
+            unpack.refuse(m.name, "it points outside the archive")
+            continue
+        unpack.write(m, parts, target)
 
 
 # ------------------------------------------------------------------ student folders

@@ -36,6 +36,7 @@ from typing import Callable
 
 from autograder.chapters import REPO, Chapter, find
 from autograder.grade.csv_cells import csv_text
+from autograder.grade.files import write_atomic  # noqa: F401  (in __all__: its home is grade/files.py)
 
 __all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class", "shown",
            "write_atomic"]
@@ -94,15 +95,6 @@ class ClassResult:
     report_error: str | None = None  # why it could not, then
     seconds: float = 0.0  # from intake to the report
     unchanged: list[str] = field(default_factory=list)  # with only_changed: the students whose grades were kept
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """`text` at `path` through a temporary file renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def shown(name: str) -> str:

@@ -609,7 +609,7 @@ def _names_html(report: ClassReport) -> str:
 # -- writing and the command -----------------------------------------------------------
 def write(out: Path, chapter: str, db_url: str | None = None) -> list[Path]:
     """Write the report of `chapter` from `out`'s results (and gradebook); the paths written."""
-    from autograder.grade.pipeline import write_atomic
+    from autograder.grade.files import write_atomic
     from autograder.grade.gradebook import describe
     results = load_results(out, chapter)
     if not results:

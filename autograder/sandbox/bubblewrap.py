@@ -37,7 +37,7 @@ class SandboxError(RuntimeError):
 
 @dataclass
 class Limits:
-    """Per-submission limits. Every one is a test in tests/test_grading_sandbox.py."""
+    """Per-submission limits. Every one is a test in tests/grading/test_grading_sandbox.py."""
     cell_timeout_s: float = 120.0
     submission_timeout_s: float = 600.0
     memory_bytes: int = 4 * GIB  # address space of each kernel process (torch alone maps ~1 GiB)

@@ -33,7 +33,7 @@ import tempfile
 import time
 import types
 
-from autograder.sandbox.integrity import Snapshot, install_guard
+from autograder.sandbox.integrity import TOOLS, SandboxViolation, Snapshot, critical, exact_str, install_guard
 
 TEXT_LIMIT_DEFAULT = 100_000
 # Address space the kernel keeps back from the student's code for its own work between cells and for
@@ -514,8 +514,11 @@ def _start_after_ending_strays(start_cell_thread, task, _kill=os.kill, _wait=os.
     return None, failure
 
 
-def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) -> None:
-    """Run until the supervisor closes the channel. Never returns normally."""
+def _isolate(sock: socket.socket, job: dict, uid: int | None) -> tuple[int, bool]:
+    """Cut the kernel's process off before anything of the notebook's runs: (the channel's fd, whether it runs as
+    a throwaway uid, every other process of which is the student's). Guards: no file descriptor but the channel
+    (stdio on /dev/null), the notebook's folder as home and working folder, a session of its own, the resource
+    limits, an unprivileged uid, and no channel in any child it forks, under any fd number."""
     fd = sock.fileno()
     os.set_inheritable(fd, False)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -545,13 +548,19 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                 pass
 
     os.register_at_fork(after_in_child=close_channel_in_child)
-    try:  # each submission draws its own inputs (the supervisor imported course.inputs once for all)
+    return fd, own_uid
+
+
+def _cell_seeds(job: dict, snapshot: Snapshot):
+    """cell_seed(index): the seed of each test cell's inputs, fresh from the grader's secret, which leaves `job`
+    here, before any notebook code could see it. First course.inputs is reseeded with the submission's own seed
+    (the supervisor imported it once for all submissions) and the snapshot accepts that."""
+    try:
         from course import inputs
         inputs.reseed(int(job["seed"]))
         snapshot.refresh("course.inputs")
     except (ImportError, AttributeError):
         pass
-    # The seed of each test cell's inputs: fresh from the grader's secret, which no notebook code sees.
     secret = bytes.fromhex(job["secret"]) if job.get("secret") else os.urandom(16)
     job.pop("secret", None)
     from hashlib import blake2b
@@ -559,25 +568,18 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
     def cell_seed(index: int, _hash=blake2b, _key=secret) -> int:
         return int.from_bytes(_hash(b"%d" % index, key=_key, digest_size=4).digest(), "big") & 0x7FFFFFFF
 
-    # Everything the guarded stretch uses is captured now, before student code can rebind it.
-    read, write, loads = os.read, os.write, marshal.loads
-    encode = json.encoder.encode_basestring_ascii
-    sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
-    gc_enable, gc_disable = gc.enable, gc.disable
-    from autograder.sandbox.integrity import critical
-    restore, module_of = snapshot._restore, snapshot._module_of  # closures: no attribute of a class is asked
-    split = _split_last_expression
-    from warnings import catch_warnings, simplefilter
-    torch_quiet, torch_check, torch_set_aside = _torch_quiet()
-    _quiet_signals()
-    capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
+    return cell_seed
+
+
+def _guard(job: dict, snapshot: Snapshot):
+    """(set_untrusted, blocked, controls) of the audit hook, installed now (integrity.install_guard), with the
+    submission's seed in its input stream. Guards which frames count as the grader's: the bottom of every cell's
+    thread, and every frame under this call (the kernel's main, the supervisor's)."""
     set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids,
                                                      snapshot.object_ids)
-    audit = sys.audit
-    reseed_inputs, inputs_testing, trust_code = controls["reseed"], controls["testing"], controls["trust_code"]
-    functions_written = controls["functions_written"]
-    reseed_inputs(int(job["seed"]))
+    controls["reseed"](int(job["seed"]))
     controls["consumer"](_scrub)
+    trust_code = controls["trust_code"]
     trust_code(_run_cell.__code__)  # the bottom of every cell's thread
     trust_code(_cell_body.__code__)
     frame = sys._getframe()
@@ -585,53 +587,50 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         trust_code(frame.f_code)
         frame = frame.f_back
     del frame
+    return set_untrusted, blocked, controls
 
+
+def _interpreters(name: str) -> bool:
+    """A name Python itself keeps in a module's namespace (__warningregistry__, __annotations__)."""
+    return name.startswith("__") and name.endswith("__") and name != "__builtins__"
+
+
+def _namespaces():
+    """(ns, gns, base): the student's namespace (a fresh __main__, with get_ipython), the grader's namespace and
+    what the grader's starts from. The given and test cells run in gns, so their code (and the helpers they
+    define, whose globals it is) sees the real builtins and the notebook's own names whatever the student's
+    namespace holds (a module-level `range`, a replaced `__builtins__`). Before each of those cells it is
+    rebuilt: `base` (the real builtins, taken now, before any student code), then the student's names that
+    shadow none of them, then what the given and test cells bound (theirs win)."""
     main_module = types.ModuleType("__main__")
     ns = main_module.__dict__
     ns["__builtins__"] = builtins
     ns["get_ipython"] = _make_get_ipython(ns)
     sys.modules["__main__"] = main_module
-    trusted_names: dict[str, object] = {}
-    graveyard: list = []
-    # The grader's own namespace: the given and test cells run in it, so their code (and the helpers
-    # they define, whose globals it is) sees the real builtins and the notebook's own names whatever
-    # the student's namespace holds (a module-level `range`, a replaced `__builtins__`). Before each
-    # of those cells it is rebuilt: the real builtins, then the student's names that shadow none of
-    # them, then what the given and test cells bound (theirs win).
-    gns: dict = {}
     base = dict(builtins.__dict__)  # as the snapshot has them: no student code has run yet
     base.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__loader__": None,
                  "__spec__": None, "__builtins__": builtins, "get_ipython": ns["get_ipython"]})
-    dict_clear, dict_update, str_type = dict.clear, dict.update, str
+    return ns, {}, base
 
-    def interpreters(name: str) -> bool:
-        """A name Python itself keeps in a module's namespace (__warningregistry__, __annotations__)."""
-        return name.startswith("__") and name.endswith("__") and name != "__builtins__"
 
-    # ---- checked where they are used: while a test runs, each "course.verify" audit event (the
-    # comparison helpers raise one once they hold the student's result as values of their own; the
-    # test cell's code, one before each of its statements) checks, by identity, the namespaces and
-    # classes of the tools the tests use, the notebook's names, and torch's modes. A change found
-    # there (a patch that would undo itself before the cell ends) fails the test as tampering.
-    from autograder.sandbox.integrity import TOOLS, SandboxViolation
+def _tool_watch(snapshot: Snapshot):
+    """(watched, other_tables, table_changes): the tests' tools as the snapshot holds them (integrity.TOOLS), each
+    with the check that names what changed in it: [(check, entry)] for the modules' namespaces, their classes
+    (immutable ones aside) and their dict tables, whose version tags verify() reads; the list and set tables,
+    compared every time. Every check compares by identity, with builtins captured now, and asks no object of
+    the student's anything: they run with the guard's policy off, while a test runs."""
     immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: such a class cannot be patched at all
     owners = dict(snapshot.owner)
-
     mods = tuple((n, d, k, v, frozenset(k)) for n, d, k, v in snapshot.modules if n in TOOLS)
     classes = tuple((w, cd, k, v, frozenset(k)) for w, klass, meta, bases, cd, k, v in snapshot.classes
                     if owners.get(w) in TOOLS and not klass.__flags__ & immutable)
     builtin_names = frozenset(k for k in builtins.__dict__ if not k.startswith("__"))
-    is_, len_, all_, map_, zip_, type_ = operator.is_, len, all, map, zip, type
-    # and these, which the student may replace in builtins while a test runs: the checks below run with
-    # the guard's policy off, and must not call the student's code
-    list_, callable_, id_, enumerate_ = list, callable, id, enumerate
-    from itertools import repeat
+    is_, len_, all_, map_, zip_, type_, list_, callable_, id_ = (operator.is_, len, all, map, zip, type, list,
+                                                                 callable, id)
+    str_type, dict_type, list_type, missing = str, dict, list, object()
     dict_keys, dict_values, dict_get = dict.keys, dict.values, dict.get
     proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
         types.MappingProxyType.get
-    missing = object()
-    expected_gns: list = [(), ((), None)]  # the (name, value) pairs; then the values and a getter of the names
-    verify_found: list[str] = []
 
     def module_changes(name, d, keys, values, key_set) -> list[str]:
         if len_(d) == len_(keys) and all_(map_(is_, values, dict_values(d))) and all_(map_(is_, keys, dict_keys(d))):
@@ -656,25 +655,52 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         """A module-level table (torch's tolerances, compare's), edited in place: by identity. (Not by
         id() where it can be helped: each call of id() is an audit event, a call of the hook.)"""
         kind = type_(table)
-        if kind is dict:
+        if kind is dict_type:
             same = len_(table) == len_(items) and all_(map_(is_, keys, dict_keys(table))) \
                 and all_(map_(is_, [v for _, v in items], dict_values(table)))
-        elif kind is list:
+        elif kind is list_type:
             same = len_(table) == len_(items) and all_(map_(is_, items, table))
         else:  # a set: unchanged, it iterates in the order it had; else its members are looked up by id
             same = len_(table) == len_(items) and (all_(map_(is_, items, table)) or all_(
                 map_(table_ids[id_(table)].__contains__, map_(id_, table))))
         return [] if same else [where]
 
-    def gns_changes() -> list[str]:
-        pairs = expected_gns[0]
+    # The tools' dict tables are watched by version tag like the namespaces (comparing each of them in full at
+    # every statement of a test cell was a third of a submission's grading time); lists and sets have no tag.
+    dict_tables = tuple(entry for entry in tables if type_(entry[1]) is dict)
+    other_tables = tuple(entry for entry in tables if type_(entry[1]) is not dict)
+    table_ids = {id_(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
+                 for entry in other_tables if type_(entry[1]) is not list}
+    watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes] \
+        + [(table_changes, entry) for entry in dict_tables]
+    return watched, other_tables, table_changes
+
+
+def _names_watch(gns: dict):
+    """(changes, expect): expect(pairs) tells which (name, value) pairs of the grader's namespace `gns` a test
+    starts with (() when none is running); changes() names those no longer there, by identity, running no code
+    of the student's (every key is checked to be an exact str before any is looked up)."""
+    expected: list = [(), ((), None)]  # the (name, value) pairs; then the values and a getter of the names
+    is_, all_, map_, type_, list_ = operator.is_, all, map, type, list
+    str_type, missing, itemgetter = str, object(), operator.itemgetter
+    dict_keys, dict_get = dict.keys, dict.get
+    from itertools import repeat
+
+    def expect(pairs: tuple) -> None:
+        expected[0] = pairs
+        if pairs:  # the first name twice: an itemgetter of one name would not give a tuple
+            names = [k for k, _ in pairs]
+            expected[1] = (tuple(v for _, v in pairs) + (pairs[0][1],), itemgetter(*names, names[0]))
+
+    def changes() -> list[str]:
+        pairs = expected[0]
         if not pairs:
             return []
         if not all_(map_(is_, map_(type_, list_(dict_keys(gns))), repeat(str_type))):
             return ["the notebook's namespace (a key that is not a name)"]
         # Every key is an exact str now, so looking ours up runs no code of the student's; in C, as
         # this runs before every statement of a test (a loop of 100,000 rounds in chapter 02).
-        values, look_up = expected_gns[1]
+        values, look_up = expected[1]
         try:
             if all_(map_(is_, look_up(gns), values)):
                 return []
@@ -682,24 +708,26 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             pass
         return [f"the notebook's {k!r}" for k, v in pairs if dict_get(gns, k, missing) is not v]
 
-    # Each watched dict's version tag (PEP 509's ma_version_tag, which CPython bumps on every change
-    # of a dict): a check reads one number per dict and looks closer only at one that changed. Where
-    # the tag cannot be read (another Python), every check compares every entry.
-    # The tools' dict tables are watched by version tag like the namespaces (comparing each of them in
-    # full at every statement of a test cell was a third of a submission's grading time); lists and
-    # sets have no tag and are compared every time.
-    dict_tables = tuple(entry for entry in tables if type_(entry[1]) is dict)
-    other_tables = tuple(entry for entry in tables if type_(entry[1]) is not dict)
-    table_ids = {id_(entry[1]): frozenset(map(id, entry[2]))  # a set table's members, taken once
-                 for entry in other_tables if type_(entry[1]) is not list}
-    watched = [(module_changes, entry) for entry in mods] + [(class_changes, entry) for entry in classes] \
-        + [(table_changes, entry) for entry in dict_tables]
+    return changes, expect
+
+
+def _verifier(snapshot: Snapshot, gns: dict, torch_check):
+    """(verify, start_test, end_test). Checked where they are used: while a test runs, each "course.verify"
+    audit event (the comparison helpers raise one once they hold the student's result as values of their own;
+    the test cell's code, one before each of its statements) calls verify(), which checks, by identity, the
+    namespaces and classes of the tools the tests use, the notebook's names and torch's modes. A change found
+    there (a patch that would undo itself before the cell ends) raises SandboxViolation into the test, and
+    end_test() names it: tampering. start_test(pairs) arms it for a test cell whose namespace holds `pairs`."""
+    watched, other_tables, table_changes = _tool_watch(snapshot)
+    gns_changes, expect = _names_watch(gns)
+    list_, map_, enumerate_, type_, violation = list, map, enumerate, type, SandboxViolation
+    found: list[str] = []
+    # Each watched dict's version tag (PEP 509's ma_version_tag, which CPython bumps on every change of a dict):
+    # a check reads one number per dict and looks closer only at one that changed; read in C (a map of the
+    # view's getter) and compared with what was seen as one list, as a loop in Python over some 200 views cost
+    # more than the statement did. Where the tag cannot be read (another Python), every check compares all.
     tags = _version_tags([entry[1] for _, entry in watched] + [gns])
     seen = [cell.value for cell in tags] if tags else []
-
-    # The tags read in C (a map of the view's getter), compared with what was seen as one list:
-    # verify runs before every statement of a test, and a loop in Python over some 200 views cost
-    # more than the statement did.
     tag_value = type_(tags[0]).value.__get__ if tags else None
     tools_seen = seen[:-1]
 
@@ -711,16 +739,16 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                 for i, (check, entry) in enumerate_(watched):
                     now = now_all[i]
                     if now != tools_seen[i]:
-                        found = check(*entry)
-                        if found:
-                            changed += found
+                        changes = check(*entry)
+                        if changes:
+                            changed += changes
                         else:
                             tools_seen[i] = now  # a change the library made to itself (a cache, a lazy import)
             now = now_all[-1]
             if now != seen[-1]:  # the notebook's namespace: the test's own names change it too
-                found = gns_changes()
-                changed += found
-                if not found:
+                changes = gns_changes()
+                changed += changes
+                if not changes:
                     seen[-1] = now
             for entry in other_tables:
                 changed += table_changes(*entry)
@@ -734,37 +762,51 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         if left:
             changed.append(left)
         if changed:
-            verify_found.extend(changed)
-            raise SandboxViolation("the tests' tools were changed while they ran (" + ", ".join(changed[:3])
+            found.extend(changed)
+            raise violation("the tests' tools were changed while they ran (" + ", ".join(changed[:3])
                                    + "); the test cannot be trusted")
 
-    controls["verifier"](verify)
-    original_mask = sigmask(signal.SIG_BLOCK, all_signals)  # for good, in this thread: see _quiet_signals
-    allocate_lock, start_cell_thread, cell_tools = _cell_thread(original_mask)
-    cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
-    grad_mode = [True]
-    from autograder.sandbox.integrity import exact_str
-    take_reserve, give_back, room = _memory_reserve()
-    reserve = [take_reserve()]
+    def start_test(pairs: tuple) -> None:
+        expect(pairs)
+        if tags:
+            seen[-1] = -1  # the first check of this test looks
+        del found[:]
+
+    def end_test() -> list[str]:
+        """What verify() found since start_test, once each; disarmed until the next start_test."""
+        expect(())
+        changes = list_(dict.fromkeys(found))
+        del found[:]
+        return changes
+
+    return verify, start_test, end_test
+
+
+def _channel(fd: int):
+    """(receive, send_text) on the supervisor's channel, over functions captured now: receive() the next message
+    (8 digits of length, then marshal; the kernel exits when the channel closes), send_text(pairs) one JSON
+    object per line, built from exact strs, ints and lists of strs only, so no object of the student's is
+    asked to describe itself."""
+    read, write, loads, leave = os.read, os.write, marshal.loads, os._exit
+    encode = json.encoder.encode_basestring_ascii
 
     def receive():
         head = b""
         while len(head) < 8:
             chunk = read(fd, 8 - len(head))
             if not chunk:
-                os._exit(0)
+                leave(0)
             head += chunk
         size = int(head)
         body = b""
         while len(body) < size:
             chunk = read(fd, size - len(body))
             if not chunk:
-                os._exit(0)
+                leave(0)
             body += chunk
         return loads(body)
 
     def send_text(pairs: list[tuple[str, object]]) -> None:
-        """One JSON object per line, built from exact strs, ints and lists of strs only."""
         parts = []
         for key, value in pairs:
             if type(value) is str:
@@ -780,14 +822,41 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         while data:
             data = data[write(fd, data):]
 
-    sysd = sys.__dict__
-    sys_get = sysd.get
-    hook_names = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__", "displayhook", "excepthook",
-                  "unraisablehook", "breakpointhook", "__displayhook__", "__excepthook__", "__breakpointhook__",
-                  "__unraisablehook__")
-    kernel_hooks = {name: sys_get(name) for name in hook_names}  # Python's own, as the kernel started
-    garbage, gc_set_debug = gc.garbage, gc.set_debug
-    list_type, int_type, join = list, int, "".join
+    return receive, send_text
+
+
+def _namespace_keeper(ns: dict, gns: dict, base: dict, graveyard: list):
+    """(before, tidy, keep_own): the notebook's names around a cell. before(kind, source) puts back, for a test,
+    the names the given and test cells bound that the student rebound, and rebuilds the grader's namespace for a
+    given or test cell: (where the cell runs, that namespace's fresh contents, the names the cell binds, the
+    rebound names). tidy(kind) drops keys that are not names (they could run code when names are looked up),
+    unhashed, and says whether a test saw one. keep_own(own) makes what a given or test cell bound the grader's,
+    whatever students rebind later. Nothing displaced is dropped: it goes to `graveyard`."""
+    trusted_names: dict[str, object] = {}
+    bound_names, module_type, str_type, list_type = _bound_names, types.ModuleType, str, list
+    dict_clear, dict_update = dict.clear, dict.update
+
+    def before(kind: str, source: str):
+        rebound = []
+        if kind == "test":
+            for name, value in trusted_names.items():
+                if ns.get(name, graveyard) is not value:
+                    graveyard.append(ns.get(name))
+                    ns[name] = value
+                    if callable(value) or type(value) is module_type:  # data names are reused freely
+                        rebound.append(name)
+        own = bound_names(source) if kind != "student" else set()
+        if kind == "student":
+            return ns, None, own, rebound
+        fresh = dict(base)  # the grader's namespace, rebuilt: real builtins < student's names < the notebook's
+        for key, value in list(ns.items()):
+            if type(key) is str_type and key not in base:
+                fresh[key] = value
+        fresh.update(trusted_names)
+        graveyard.append(list(gns.items()))
+        dict_clear(gns)
+        dict_update(gns, fresh)
+        return gns, fresh, own, rebound
 
     def drop_odd_keys(d: dict) -> bool:
         """Rebuild d without its keys that are not exact strs, hashing none of them."""
@@ -799,89 +868,90 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         dict_update(d, {k: v for k, v in items if type(k) is str_type})
         return True
 
-    def captured(parts: list, counts: list) -> tuple[str, int]:
-        text = join([p for p in list_type(parts) if type(p) is str_type])[:capture_limit]
-        dropped = counts[1] if len(counts) == 2 and type(counts[1]) is int_type else 0
-        return text, dropped
+    def tidy(kind: str) -> tuple[bool, bool]:
+        """(whether the student's namespace had a key that is not a name, whether the grader's had one)."""
+        in_ns = drop_odd_keys(ns)
+        return in_ns, kind != "student" and drop_odd_keys(gns)
 
-    def step(message) -> dict:
-        """One cell, from its message to its reply. Returns its locals, which the caller keeps in the
-        graveyard: whatever of the student's they hold is released in the next cell's thread, never here."""
-        index, kind, source, nonce = message["index"], message["kind"], message["source"], message["nonce"]
-        rebound = []
-        if kind == "test":
-            for name, value in trusted_names.items():
-                if ns.get(name, graveyard) is not value:
-                    graveyard.append(ns.get(name))
-                    ns[name] = value
-                    if callable(value) or type(value) is types.ModuleType:  # data names are reused freely
-                        rebound.append(name)
-        own = _bound_names(source) if kind != "student" else set()
-        if kind != "student":  # the grader's namespace, rebuilt: real builtins < student's names < the notebook's
-            fresh = dict(base)
-            for key, value in list(ns.items()):
-                if type(key) is str_type and key not in base:
-                    fresh[key] = value
-            fresh.update(trusted_names)
-            graveyard.append(list(gns.items()))
-            dict_clear(gns)
-            dict_update(gns, fresh)
-            where = gns
-        else:
-            fresh, where = None, ns
-        out_parts, err_parts, out_counts, err_counts = [], [], [0, 0], [0, 0]
-        stdout = _Capture(capture_limit, out_parts, out_counts)
-        stderr = _Capture(capture_limit, err_parts, err_counts)
-        del blocked[:]
-        filename = f"<cell {index}>"
-        compiled = None
-        if kind != "student":  # the grader's own code: compiled here, and its frames are known as the grader's
-            try:
-                with catch_warnings():  # a SyntaxWarning of the tests' must not reach a filter of the student's
-                    simplefilter("ignore")
-                    compiled = split(source, filename, audit, every_statement=kind == "test")
-            except BaseException as e:
-                compiled = e
-            else:
-                for code in compiled:
-                    if code is not None:
-                        trust_code(code)
-        if kind == "test":  # fresh inputs from the grader's secret, drawn only by the grader's code
-            reseed_inputs(cell_seed(index))
-            inputs_testing(True)
-            expected_gns[0] = tuple((k, v) for k, v in fresh.items() if k not in own and not interpreters(k))
-            if expected_gns[0]:  # the first name twice: an itemgetter of one name would not give a tuple
-                names = [k for k, _ in expected_gns[0]]
-                expected_gns[1] = (tuple(v for _, v in expected_gns[0]) + (expected_gns[0][0][1],),
-                                   operator.itemgetter(*names, names[0]))
-            if tags:
-                seen[-1] = -1  # the first check of this test looks
-            del verify_found[:]
-        # ---- the student's turn, in a thread of its own: everything it runs may be hostile.
-        task = {"compiled": compiled, "source": source, "filename": filename, "where": where, "ns": ns,
-                "test": kind == "test", "graveyard": graveyard, "grad": grad_mode[0], **cell_tools,
+    def keep_own(own: set) -> None:
+        for name in own:
+            if name in gns:
+                graveyard.append((trusted_names.get(name), ns.get(name)))
+                trusted_names[name] = ns[name] = gns[name]
+
+    return before, tidy, keep_own
+
+
+def _compiler(trust_code, audit):
+    """compile_cell(kind, source, filename): a given or test cell compiled by the grader (its frames then count
+    as the grader's), with a check before every statement of a test cell and in every loop of a given one
+    (_with_checks); the exception if it does not compile; None for a student's cell, which its own thread
+    compiles. A SyntaxWarning of the tests' must not reach a warnings filter of the student's."""
+    from warnings import catch_warnings, simplefilter
+    split = _split_last_expression
+
+    def compile_cell(kind: str, source: str, filename: str):
+        if kind == "student":
+            return None
+        try:
+            with catch_warnings():
+                simplefilter("ignore")
+                compiled = split(source, filename, audit, every_statement=kind == "test")
+        except BaseException as e:
+            return e
+        for code in compiled:
+            if code is not None:
+                trust_code(code)
+        return compiled
+
+    return compile_cell
+
+
+def _cell_runner(own_uid: bool, set_untrusted, inputs_testing, graveyard: list, cell_tools: dict):
+    """(new_task, run): new_task(...) the dict a cell's thread works in; run(task, stdout, stderr) runs the cell in
+    its own thread with the guard's policy on, waits for the thread to be gone (its state and finalizers
+    included), and then enters the guarded stretch: collector paused, policy off, the memory reserve kept for
+    the grader's own work, and the thread's answers read as exact types only: (status, ename, evalue, result,
+    torch_left, memory_full). Everything it uses after the thread ends was captured here, before any student
+    code ran: until restore, a name looked up in a module or in builtins could be the student's."""
+    allocate_lock, start_cell_thread, tools = cell_tools
+    take_reserve, give_back, room = _memory_reserve()
+    reserve = [take_reserve()]
+    grad_mode = [True]
+    reserve_bytes, strays, sysd = MEMORY_RESERVE_BYTES, _start_after_ending_strays, sys.__dict__
+    gc_enable, gc_disable, exact, str_type, type_ = gc.enable, gc.disable, exact_str, str, type
+
+    def new_task(compiled, source: str, filename: str, where: dict, ns: dict, test: bool) -> dict:
+        return {"compiled": compiled, "source": source, "filename": filename, "where": where, "ns": ns,
+                "test": test, "graveyard": graveyard, "grad": grad_mode[0], **tools,
                 "status": "error", "ename": "KernelError", "evalue": "the cell did not finish", "result": None,
                 "torch_left": "", "ready": allocate_lock(), "go": allocate_lock(), "sentinel": None}
-        compiled = None
-        task["ready"].acquire()
-        task["go"].acquire()
-        if reserve[0] is None and room(2 * MEMORY_RESERVE_BYTES):  # the student's code gave memory back
-            reserve[0] = take_reserve()
-        sysd["stdout"], sysd["stderr"] = stdout, stderr
+
+    def start(task: dict):
+        """The cell's thread, up and holding its sentinel but running nothing of the student's yet: (whether it
+        started, its handle to join or None); task["evalue"] says why not."""
         try:
             handle, failure = start_cell_thread(task), None
         except RuntimeError as e:  # "can't start new thread": out of memory or of processes
             handle, failure = None, e
             if own_uid:  # processes an earlier cell left running may hold every slot (a fork bomb's children)
-                handle, failure = _start_after_ending_strays(start_cell_thread, task)
+                handle, failure = strays(start_cell_thread, task)
         if failure is not None:
-            started = False
             task["evalue"] = f"this cell could not start ({failure}): the memory or the process limit is used up"
-        else:
-            task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
-            started = handle is not None or task["sentinel"] is not None
-            if not started:
-                task["evalue"] = "this cell could not start: the kernel had no memory left for it"
+            return False, None
+        task["ready"].acquire()  # the thread is up and has made its sentinel; it runs nothing of the student's yet
+        started = handle is not None or task["sentinel"] is not None
+        if not started:
+            task["evalue"] = "this cell could not start: the kernel had no memory left for it"
+        return started, handle
+
+    def run(task: dict, stdout: _Capture, stderr: _Capture):
+        task["ready"].acquire()
+        task["go"].acquire()
+        if reserve[0] is None and room(2 * reserve_bytes):  # the student's code gave memory back
+            reserve[0] = take_reserve()
+        sysd["stdout"], sysd["stderr"] = stdout, stderr
+        started, handle = start(task)
         if started:
             set_untrusted(True)
             gc_enable()
@@ -893,21 +963,40 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
         # ---- the guarded stretch: no student code runs until the next cell starts.
         gc_disable()
         set_untrusted(False)
-        memory_full = reserve[0] is not None and not room(MEMORY_RESERVE_BYTES)
+        memory_full = reserve[0] is not None and not room(reserve_bytes)
         if memory_full:  # the cell filled the memory limit and holds on to it: the reserve is for what follows
             give_back(reserve[0])
             reserve[0] = None
         inputs_testing(False)
-        status, ename, evalue, result = (exact_str(task["status"], "error"), exact_str(task["ename"], "Exception"),
-                                         exact_str(task["evalue"]), task["result"])
+        status, ename, evalue, result = (exact(task["status"], "error"), exact(task["ename"], "Exception"),
+                                         exact(task["evalue"]), task["result"])
         status = status if status in ("ok", "error") else "error"
-        result = result if type(result) is str_type else None
-        torch_left = exact_str(task["torch_left"])
+        result = result if type_(result) is str_type else None
+        torch_left = exact(task["torch_left"])
         grad_mode[0] = task["grad"] is True
-        graveyard.append(task)
-        task = None
+        graveyard.append(task)  # whatever of the student's the task holds is released in the next cell's thread
+        return status, ename, evalue, result, torch_left, memory_full
+
+    return new_task, run
+
+
+def _interpreter_restorer(snapshot: Snapshot, graveyard: list, functions_written):
+    """put_back() -> (sensitive, other): the interpreter as the snapshot holds it (integrity's restore: modules,
+    classes, functions, sys.modules), the sys hooks and streams the kernel started with (the student's set ones
+    are kept, not dropped), the collector's saved garbage moved to the graveyard and its debug flags off.
+    Captured now, after the snapshot's last refresh."""
+    restore = snapshot._restore  # a closure: no attribute of a class is asked
+    sysd = sys.__dict__
+    sys_get = sysd.get
+    hook_names = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__", "displayhook", "excepthook",
+                  "unraisablehook", "breakpointhook", "__displayhook__", "__excepthook__", "__breakpointhook__",
+                  "__unraisablehook__")
+    kernel_hooks = {name: sys_get(name) for name in hook_names}  # Python's own, as the kernel started
+    garbage, gc_set_debug, list_type = gc.garbage, gc.set_debug, list
+
+    def put_back() -> tuple[list[str], list[str]]:
         sensitive, other = restore(graveyard, functions_written())
-        for name, value in kernel_hooks.items():  # sys.stdout and the hooks the student set: kept, not dropped
+        for name, value in kernel_hooks.items():
             current = sys_get(name, graveyard)
             if current is not value:
                 graveyard.append(current)
@@ -916,39 +1005,87 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
             graveyard.append(list_type(garbage))
             del garbage[:]
         gc_set_debug(0)
-        if drop_odd_keys(ns) and kind == "test":
+        return sensitive, other
+
+    return put_back
+
+
+def _tampering(snapshot: Snapshot, gns: dict, graveyard: list):
+    """tampered(fresh, own, sensitive, found, torch_left): what a test cell's run changed of what the tests rely
+    on, once each: the tools where verify() found a change (`found`), a torch mode left on, a change to a
+    critical module's code (restore's `sensitive`), and the notebook's names in the grader's namespace that are
+    not what the cell started with (`fresh`, less the names the cell binds itself, `own`)."""
+    module_of, interpreters, is_critical = snapshot._module_of, _interpreters, critical
+
+    def tampered(fresh: dict, own: set, sensitive: list, found: list, torch_left: str) -> list[str]:
+        names = list(found)
+        if torch_left:
+            names.append(torch_left)
+        names += [where for where in sensitive if is_critical(module_of(where))]
+        for key, value in list(gns.items()):  # the test's own namespace, changed behind its back
+            if key not in own and fresh.get(key, graveyard) is not value and not interpreters(key):
+                names.append(f"the notebook's {key!r}")
+        names += [f"the notebook's {name!r}" for name in fresh
+                  if name not in own and name not in gns and not interpreters(name)]
+        return list(dict.fromkeys(names))
+
+    return tampered
+
+
+def _stepper(ns: dict, parts: dict, capture_limit: int):
+    """step(message) -> its locals: one cell, from the supervisor's message to the kernel's reply, made of the
+    pieces in `parts` (each captured before any student code ran). The caller keeps the locals in the graveyard:
+    whatever of the student's they hold is released in the next cell's thread, never in the kernel's."""
+    before, tidy, keep_own = parts["names"]
+    new_task, run = parts["runner"]
+    verify_start, verify_end = parts["verifier"]
+    compile_cell, put_back, tampering, send_text = parts["compile"], parts["put_back"], parts["tampering"], \
+        parts["send_text"]
+    blocked, reseed_inputs, inputs_testing, cell_seed = parts["blocked"], parts["reseed"], parts["testing"], \
+        parts["cell_seed"]
+    capture, interpreters, str_type, list_type, int_type, join = _Capture, _interpreters, str, list, int, "".join
+
+    def captured(parts: list, counts: list) -> tuple[str, int]:
+        """What a cell printed, read from the lists the kernel made (the stream object itself is the student's to
+        change, so nothing of it is asked), cut at the limit, and how many characters were dropped."""
+        text = join([p for p in list_type(parts) if type(p) is str_type])[:capture_limit]
+        dropped = counts[1] if len(counts) == 2 and type(counts[1]) is int_type else 0
+        return text, dropped
+
+    def step(message) -> dict:
+        index, kind, source, nonce = message["index"], message["kind"], message["source"], message["nonce"]
+        where, fresh, own, rebound = before(kind, source)
+        out_parts, err_parts, out_counts, err_counts = [], [], [0, 0], [0, 0]
+        stdout = capture(capture_limit, out_parts, out_counts)
+        stderr = capture(capture_limit, err_parts, err_counts)
+        del blocked[:]
+        filename = f"<cell {index}>"
+        compiled = compile_cell(kind, source, filename)
+        if kind == "test":  # fresh inputs from the grader's secret, drawn only by the grader's code
+            reseed_inputs(cell_seed(index))
+            inputs_testing(True)
+            verify_start(tuple((k, v) for k, v in fresh.items() if k not in own and not interpreters(k)))
+        # ---- the student's turn, in a thread of its own: everything it runs may be hostile.
+        task = new_task(compiled, source, filename, where, ns, kind == "test")
+        compiled = None
+        status, ename, evalue, result, torch_left, memory_full = run(task, stdout, stderr)
+        task = None
+        sensitive, other = put_back()
+        odd_in_ns, odd_in_gns = tidy(kind)
+        if odd_in_ns and kind == "test":
             sensitive.append("the notebook's namespace (a key that is not a name)")
         tampered = []
-        if kind != "student":  # a key that is not a name could run code when the names are looked up: drop it unhashed
-            items = list(gns.items())
-            if not all(type(k) is str_type for k, _ in items):
-                graveyard.append(items)
-                dict_clear(gns)
-                dict_update(gns, {k: v for k, v in items if type(k) is str_type})
-                if kind == "test":
-                    tampered.append("the notebook's namespace (a key that is not a name)")
-        expected_gns[0] = ()
+        if odd_in_gns and kind == "test":
+            tampered.append("the notebook's namespace (a key that is not a name)")
+        found = verify_end()  # changed where the tests used it
         if kind == "test":
-            tampered += [w for w in dict.fromkeys(verify_found)]  # changed where the tests used it
-            del verify_found[:]
-            if torch_left:
-                tampered.append(torch_left)
-            tampered += [where for where in sensitive if critical(module_of(where))]
-            for key, value in list(gns.items()):  # the test's own namespace, changed behind its back
-                if key not in own and fresh.get(key, graveyard) is not value and not interpreters(key):
-                    tampered.append(f"the notebook's {key!r}")
-            tampered += [f"the notebook's {name!r}" for name in fresh
-                         if name not in own and name not in gns and not interpreters(name)]
-            tampered = list(dict.fromkeys(tampered))
+            tampered = list(dict.fromkeys(tampered + tampering(fresh, own, sensitive, found, torch_left)))
             if tampered:
                 status, ename = "error", "GradingIntegrityError"
                 evalue = ("the tests could not be trusted: while they ran, your code replaced "
                           + ", ".join(tampered[:5]) + ("..." if len(tampered) > 5 else "")
                           + ". Changing the grader's tools earns no points.")
-        for name in own:  # what a given or test cell binds is the grader's, whatever students rebind later
-            if name in gns:
-                graveyard.append((trusted_names.get(name), ns.get(name)))
-                trusted_names[name] = ns[name] = gns[name]
+        keep_own(own)  # what a given or test cell binds is the grader's, whatever students rebind later
         out_text, out_dropped = captured(out_parts, out_counts)
         err_text, err_dropped = captured(err_parts, err_counts)
         send_text([("index", index), ("nonce", nonce), ("status", status), ("ename", ename),
@@ -958,6 +1095,35 @@ def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) ->
                    ("blocked", [b for b in blocked if type(b) is str_type]), ("memory_full", memory_full)])
         return locals()
 
+    return step
+
+
+def main(sock: socket.socket, job: dict, snapshot: Snapshot, uid: int | None) -> None:
+    """Run until the supervisor closes the channel. Never returns normally. Everything the guarded stretch
+    between cells uses is captured here, by the factories above, before student code can rebind it."""
+    fd, own_uid = _isolate(sock, job, uid)
+    cell_seed = _cell_seeds(job, snapshot)
+    receive, send_text = _channel(fd)
+    sigmask, all_signals = signal.pthread_sigmask, signal.valid_signals()
+    torch_quiet, torch_check, torch_set_aside = _torch_quiet()
+    _quiet_signals()
+    capture_limit = int(job["limits"].get("output_chars", TEXT_LIMIT_DEFAULT))
+    set_untrusted, blocked, controls = _guard(job, snapshot)
+    compile_cell = _compiler(controls["trust_code"], sys.audit)
+    ns, gns, base = _namespaces()
+    graveyard: list = []
+    verify, verify_start, verify_end = _verifier(snapshot, gns, torch_check)
+    controls["verifier"](verify)
+    original_mask = sigmask(signal.SIG_BLOCK, all_signals)  # for good, in this thread: see _quiet_signals
+    allocate_lock, start_cell_thread, cell_tools = _cell_thread(original_mask)
+    cell_tools.update({"torch_quiet": torch_quiet, "torch_check": torch_check, "torch_set_aside": torch_set_aside})
+    parts = {"names": _namespace_keeper(ns, gns, base, graveyard),
+             "runner": _cell_runner(own_uid, set_untrusted, controls["testing"], graveyard,
+                                    (allocate_lock, start_cell_thread, cell_tools)),
+             "verifier": (verify_start, verify_end), "compile": compile_cell,
+             "put_back": _interpreter_restorer(snapshot, graveyard, controls["functions_written"]),
+             "tampering": _tampering(snapshot, gns, graveyard), "send_text": send_text, "blocked": blocked,
+             "reseed": controls["reseed"], "testing": controls["testing"], "cell_seed": cell_seed}
+    step = _stepper(ns, parts, capture_limit)
     while True:
         graveyard.append(step(receive()))
-

@@ -74,8 +74,9 @@ class Snapshot:
     @classmethod
     def take(cls, roots: tuple[str, ...] = ()) -> "Snapshot":
         """Snapshot the modules loaded from `roots` (and built-in ones). A chapter's own
-        packages in the working folder (picotorch/) are the student's to extend, not the grader's."""
-        import autograder.sandbox.executor  # noqa: F401  (the kernel's own code is the grader's too: in the snapshot)
+        packages in the working folder (picotorch/) are the student's to extend, not the grader's.
+        The grader's own modules are in it when they are loaded: the supervisor imports the kernel's
+        (autograder.sandbox.executor) right before it takes the snapshot."""
         snap = cls()
         seen_classes: set[int] = set()
         seen_functions: set[int] = set()
@@ -151,38 +152,23 @@ class Snapshot:
         return self._restore(graveyard, functions)
 
 
-def _restorer(snap: Snapshot):
-    """(restore, module_of) for `snap`: closures over the snapshot's data and over the built-ins they
-    use, captured now, so that nothing a student's code rebinds later (a module's globals, a
-    builtin, an attribute of the Snapshot class) changes what they do. They run with the guard
-    off and so never run a student's code: no object's __hash__, __eq__ or __getattribute__ is
-    asked anything (a dict with a key that is not an exact str is rebuilt from its str-keyed
-    items, sets are compared by identity), and nothing displaced is dropped (it goes to the
-    graveyard the caller keeps alive)."""
-    # Copies, in tuples: clearing the Snapshot's own lists later changes nothing here.
-    modules, classes, functions_ = tuple(snap.modules), tuple(snap.classes), tuple(snap.functions)
-    containers, module_objects = tuple(snap.containers), tuple(snap.module_objects)
-    sys_modules, sys_lists, owner = dict(snap.sys_modules), dict(snap.sys_lists), dict(snap.owner)
-    module_names = frozenset(snap.module_names)
-    sysd, modules_dict = sys.__dict__, sys.modules
-    is_, len_, all_, map_, zip_, type_, list_, str_, id_ = operator.is_, len, all, map, zip, type, list, str, id
-    dict_, set_, slice_all = dict, set, slice(None)
-    dict_items, dict_keys, dict_values, dict_get = dict.items, dict.keys, dict.values, dict.get
-    dict_clear, dict_update, dict_setitem = dict.clear, dict.update, dict.__setitem__
-    list_setitem, set_clear, set_update = list.__setitem__, set.clear, set.update
-    proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
-        types.MappingProxyType.get
-    type_setattr, type_delattr, object_setattr = type.__setattr__, type.__delattr__, object.__setattr__
-    bases_of = type.__dict__["__bases__"].__get__
-    code_of = types.FunctionType.__code__.__get__
-    defaults_of = types.FunctionType.__defaults__.__get__
-    kwdefaults_of = types.FunctionType.__kwdefaults__.__get__
-    missing, cache_keys, is_critical = _MISSING, _CLASS_CACHE_KEYS, critical
-    sensitive_value, behaviour = _sensitive, _behaviour
-    tools = ("course.", "autograder.", "torch.testing.", "numpy.testing.")
+# The restorers below run with the guard off, after a student's code, and so never run it: each captures,
+# when the snapshot is taken, the data it puts back and the built-ins it uses (nothing a student's code
+# rebinds later, a module's globals, a builtin, an attribute of the Snapshot class, changes what they do);
+# no object's __hash__, __eq__ or __getattribute__ is asked anything (a dict with a key that is not an exact
+# str is rebuilt from its str-keyed items, sets are compared by identity), and nothing displaced is dropped:
+# it goes to `keep`, the graveyard's append, which the caller keeps alive. Each adds the dotted names of what
+# it put back to `sensitive` (behaviour: code, classes, modules) or `other` (data).
+_BUILTINS = (operator.is_, len, all, map, zip, type, list, str, id, dict)
+
+
+def _cleaner():
+    """clean(d, keep) -> bool: rebuild `d` without the keys that are not exact strs, without hashing any of them;
+    whether there was one."""
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_, dict_ = _BUILTINS
+    dict_items, dict_clear, dict_update = dict.items, dict.clear, dict.update
 
     def clean(d, keep) -> bool:
-        """Rebuild `d` without the keys that are not exact strs, without hashing any of them."""
         items = list_(dict_items(d))
         if all_(type_(k) is str_ for k, _ in items):
             return False
@@ -191,16 +177,20 @@ def _restorer(snap: Snapshot):
         dict_update(d, {k: v for k, v in items if type_(k) is str_})
         return True
 
-    def restore(graveyard: list, functions: bool = True) -> tuple[list[str], list[str]]:
-        sensitive: list[str] = []
-        other: list[str] = []
-        keep = graveyard.append
-        if clean(sysd, keep):  # the interpreter's own tables first: no odd key takes part in a lookup below
-            sensitive.append("sys[a key that is not a name]")
-        if clean(modules_dict, keep):
-            sensitive.append("sys.modules[a key that is not a name]")
+    return clean
+
+
+def _modules_restorer(snap: Snapshot, clean):
+    """back(keep, sensitive, other): each module's class (a module class whose __getattribute__ would answer for
+    it) and namespace as the snapshot has them; in a module that is not critical, only its code."""
+    modules, module_objects = tuple(snap.modules), tuple(snap.module_objects)
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_, dict_ = _BUILTINS
+    dict_keys, dict_values, dict_get, dict_setitem = dict.keys, dict.values, dict.get, dict.__setitem__
+    object_setattr, missing, is_critical, sensitive_value = object.__setattr__, _MISSING, critical, _sensitive
+
+    def back(keep, sensitive: list, other: list) -> None:
         for name, module, kind in module_objects:
-            if type_(module) is not kind:  # a module class whose __getattribute__ would answer for it
+            if type_(module) is not kind:
                 keep(type_(module))
                 object_setattr(module, "__class__", kind)
                 sensitive.append(f"{name}.__class__")
@@ -216,6 +206,21 @@ def _restorer(snap: Snapshot):
                     keep(current)
                     dict_setitem(d, key, value)
                     (sensitive if sensitive_value(value) else other).append(f"{name}.{key}")
+
+    return back
+
+
+def _tables_restorer(snap: Snapshot):
+    """back(keep, sensitive, other): the module-level tables (dicts, lists, sets) of critical modules, edited in
+    place, as they were; the tests' own tables count as sensitive."""
+    containers = tuple(snap.containers)
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_, dict_ = _BUILTINS
+    dict_items, dict_keys, dict_values = dict.items, dict.keys, dict.values
+    dict_clear, dict_update, list_setitem, set_clear, set_update = (dict.clear, dict.update, list.__setitem__,
+                                                                    set.clear, set.update)
+    slice_all, tools = slice(None), ("course.", "autograder.", "torch.testing.", "numpy.testing.")
+
+    def back(keep, sensitive: list, other: list) -> None:
         for where, container, items, keys in containers:
             kind = type_(container)
             if kind is dict_:
@@ -240,6 +245,23 @@ def _restorer(snap: Snapshot):
                 set_clear(container)
                 set_update(container, items)
             (sensitive if where.startswith(tools) else other).append(where)  # the tests' own tables are tools
+
+    return back
+
+
+def _classes_restorer(snap: Snapshot):
+    """back(keep, sensitive): each class's metaclass, bases and behaviour (methods and descriptors, added,
+    replaced or removed) as the snapshot has them. Class-level data (counters such as torch's
+    RemovableHandle.next_id) is the library's own business, and so are the caches libraries keep on classes."""
+    classes = tuple(snap.classes)
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_, dict_ = _BUILTINS
+    dict_items = dict.items
+    proxy_keys, proxy_values, proxy_get = types.MappingProxyType.keys, types.MappingProxyType.values, \
+        types.MappingProxyType.get
+    type_setattr, type_delattr, bases_of = type.__setattr__, type.__delattr__, type.__dict__["__bases__"].__get__
+    missing, cache_keys, behaviour = _MISSING, _CLASS_CACHE_KEYS, _behaviour
+
+    def back(keep, sensitive: list) -> None:
         for where, klass, meta, bases, cd, keys, values in classes:
             if type_(klass) is meta and bases_of(klass) is bases and len_(cd) == len_(keys) \
                     and all_(map_(is_, keys, proxy_keys(cd))) and all_(map_(is_, values, proxy_values(cd))):
@@ -253,8 +275,6 @@ def _restorer(snap: Snapshot):
                 type_setattr(klass, "__bases__", bases)
                 sensitive.append(f"{where}.__bases__")
             known = dict_(zip_(keys, values))
-            # Behaviour only: methods and descriptors. Class-level data (counters such as
-            # torch's RemovableHandle.next_id) is the library's own business.
             for key in [k for k in list_(proxy_keys(cd)) if type_(k) is not str_ or k not in known]:
                 if type_(key) is str_ and key in cache_keys or not behaviour(proxy_get(cd, key)):
                     continue
@@ -267,7 +287,19 @@ def _restorer(snap: Snapshot):
                     keep(current)
                     type_setattr(klass, key, value)
                     sensitive.append(f"{where}.{key}")
-        for where, fn, code, defaults, kwdefaults in (functions_ if functions else ()):
+
+    return back
+
+
+def _functions_restorer(snap: Snapshot):
+    """back(keep, sensitive): each function's __code__, __defaults__ and __kwdefaults__ as the snapshot has them."""
+    functions = tuple(snap.functions)
+    code_of = types.FunctionType.__code__.__get__
+    defaults_of = types.FunctionType.__defaults__.__get__
+    kwdefaults_of = types.FunctionType.__kwdefaults__.__get__
+
+    def back(keep, sensitive: list) -> None:
+        for where, fn, code, defaults, kwdefaults in functions:
             if code_of(fn) is not code:
                 keep(code_of(fn))
                 fn.__code__ = code
@@ -280,6 +312,20 @@ def _restorer(snap: Snapshot):
                 keep(kwdefaults_of(fn))
                 fn.__kwdefaults__ = kwdefaults
                 sensitive.append(f"{where}.__kwdefaults__")
+
+    return back
+
+
+def _sys_restorer(snap: Snapshot):
+    """back(keep, sensitive): sys.modules' entries of the snapshot's modules, and the import machinery's lists
+    (sys.meta_path, sys.path_hooks), the same objects with the same members."""
+    sys_modules, sys_lists = dict(snap.sys_modules), dict(snap.sys_lists)
+    sysd, modules_dict = sys.__dict__, sys.modules
+    is_, len_, all_, map_, zip_, type_, list_, str_, id_, dict_ = _BUILTINS
+    dict_items, dict_get, dict_setitem = dict.items, dict.get, dict.__setitem__
+    list_setitem, slice_all, missing = list.__setitem__, slice(None), _MISSING
+
+    def back(keep, sensitive: list) -> None:
         for name, module in dict_items(sys_modules):
             current = dict_get(modules_dict, name, missing)
             if current is not module:
@@ -295,7 +341,13 @@ def _restorer(snap: Snapshot):
                 keep(list_(lst))
                 list_setitem(lst, slice_all, items)
                 sensitive.append(f"sys.{name}")
-        return sensitive, other
+
+    return back
+
+
+def _module_namer(snap: Snapshot):
+    """module_of(where): the module a dotted name that restore() reported belongs to ("" for none)."""
+    owner, module_names, dict_get, missing = dict(snap.owner), frozenset(snap.module_names), dict.get, _MISSING
 
     def module_of(where: str) -> str:
         if where.startswith("sys.") or where.startswith("sys["):
@@ -310,7 +362,35 @@ def _restorer(snap: Snapshot):
             head = head.rpartition(".")[0]
         return ""
 
-    return restore, module_of
+    return module_of
+
+
+def _restorer(snap: Snapshot):
+    """(restore, module_of) for `snap`: restore(graveyard, functions=True) -> (sensitive, other) puts the
+    interpreter back as the snapshot has it (sys's own tables first, so that no odd key takes part in a lookup
+    below; then modules, tables, classes, functions unless told that none was written, sys.modules and the
+    import machinery), each piece a closure captured now (see the note above _cleaner)."""
+    clean, sysd, modules_dict = _cleaner(), sys.__dict__, sys.modules
+    modules_back, tables_back = _modules_restorer(snap, clean), _tables_restorer(snap)
+    classes_back, functions_back, sys_back = _classes_restorer(snap), _functions_restorer(snap), _sys_restorer(snap)
+
+    def restore(graveyard: list, functions: bool = True) -> tuple[list[str], list[str]]:
+        sensitive: list[str] = []
+        other: list[str] = []
+        keep = graveyard.append
+        if clean(sysd, keep):
+            sensitive.append("sys[a key that is not a name]")
+        if clean(modules_dict, keep):
+            sensitive.append("sys.modules[a key that is not a name]")
+        modules_back(keep, sensitive, other)
+        tables_back(keep, sensitive, other)
+        classes_back(keep, sensitive)
+        if functions:
+            functions_back(keep, sensitive)
+        sys_back(keep, sensitive)
+        return sensitive, other
+
+    return restore, _module_namer(snap)
 
 
 # Where a change made while a test cell runs is taken as tampering: the tests' own
@@ -413,55 +493,12 @@ def _code_objects(code) -> list:
     return found
 
 
-def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
-    """Install the audit hook; return (set_untrusted, blocked, controls) where set_untrusted(bool)
-    switches the policy on around notebook code, `blocked` lists what was refused, and
-    `controls` (a dict of functions) is the grader's handle on what only the hook holds:
-
-    - the random-input stream the tests draw from (course.inputs asks it through the
-      "course.inputs" audit event): "reseed"(seed) before a test cell, "testing"(flag) while
-      one runs, when only the grader's own code may draw from it or reseed it;
-    - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
-      own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code);
-    - "consumer"(function): one of the grader's that may read frames and hands none out;
-    - "functions_written"(): whether restore() must look at the functions' code and defaults
-      (reading each function's __code__ is an audit event, so looking at all of them through this
-      hook costs more than the rest of a restore);
-    - "verifier"(function): called, while a test runs, for every "course.verify" audit event (the
-      comparison helpers raise one where they use what they compare with, and the kernel one before
-      every statement of a test cell); it raises when the tests' tools were changed.
-
-    While notebook code runs, the hook also refuses what would patch the grader's code where it
-    cannot be checked later: a new __code__, __defaults__ or __kwdefaults__ for a function of the
-    libraries, the course or the notebook's given and test cells, and a new __class__ for a module
-    or class in `protected` (ids of the snapshot's)."""
-    untrusted = [False]
-    busy = [False]
-    blocked: list[str] = []
-    frame_events, frame_attrs, why = FRAME_EVENTS, FRAME_ATTRS, dict(_WHY)
-    frame_giving = frozenset({"sys._getframe", "object.__getattr__"})
-    violation, str_type, append = SandboxViolation, str, blocked.append
+def _stack_checks(grader_codes: set):
+    """(on_behalf_of_consumer, only_grader_on_stack, add_consumer): what the hook asks of the stack that raised an
+    event. Each is called by the hook itself (only_grader_on_stack through inputs_event), so the event's raiser
+    is two frames up: the depth is part of the contract."""
     returners, consumers = _frame_helpers()
-    getframe, get_id, tuple_type, list_type, int_type = sys._getframe, id, tuple, list, int
-    # Builtins as they are now: the hook runs on every event, between and inside the student's statements,
-    # and a builtin it looked up by name (a replaced len that answers 0) would decide what it lets through.
-    len_, type_, all_ = len, type, all
-    try:
-        from course.inputs import _draw as draw
-    except ImportError:  # a course without the inputs module: nothing draws
-        draw = None
-    from _random import Random as MersenneTwister
-    stream, stream_seed, testing, drawn = MersenneTwister(0), [0], [False], [0]  # drawn: since the last seed
-    # Ids of the code objects whose frames are the grader's: the snapshot's functions (the libraries,
-    # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
-    grader_codes: set[int] = set(trusted_codes)
-    keep_codes: list = []  # alive, so that their ids are never reused by a student's code
-    protected_ids = frozenset(protected)
-    function_type, code_of = types.FunctionType, types.FunctionType.__code__.__get__
-    code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
-    verifier: list = [None]
-    function_writes, writes_checked = [0], [0]
-    attr_writes = frozenset({"object.__setattr__", "object.__delattr__"})
+    getframe, get_id = sys._getframe, id
 
     def on_behalf_of_consumer() -> bool:
         f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
@@ -481,6 +518,26 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
                 return False
             f = f.f_back
         return True
+
+    def add_consumer(fn) -> None:
+        consumers[get_id(fn.__code__)] = fn.__globals__
+
+    return on_behalf_of_consumer, only_grader_on_stack, add_consumer
+
+
+def _inputs_guard(busy: list, blocked: list, only_grader_on_stack):
+    """(inputs_event, reseed, testing): the random-input stream the tests draw from, held by the hook alone.
+    inputs_event(args) answers course.inputs' "course.inputs" audit event (draw, seed, count); while a test runs
+    (testing[0]) only the grader's own code may draw from it or reseed it, and a draw from anywhere else is
+    refused and named in `blocked`. reseed(seed) starts the stream again for a test cell."""
+    len_, type_, all_, str_type, tuple_type, list_type, int_type = len, type, all, str, tuple, list, int
+    violation, append = SandboxViolation, blocked.append
+    try:
+        from course.inputs import _draw as draw
+    except ImportError:  # a course without the inputs module: nothing draws
+        draw = None
+    from _random import Random as MersenneTwister
+    stream, stream_seed, testing, drawn = MersenneTwister(0), [0], [False], [0]  # drawn: since the last seed
 
     def inputs_event(args) -> None:
         if len_(args) != 3 or type_(args[2]) is not list_type or type_(args[1]) is not tuple_type:
@@ -506,11 +563,26 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         elif op == "drawn":
             box.append(drawn[0])
         elif op == "reseed" and len_(params) == 1:
-            stream.seed(params[0])
-            stream_seed[0], drawn[0] = params[0], 0
+            reseed(params[0])
         elif draw is not None and op in ("random", "randint", "randrange"):
             drawn[0] += 1
             box.append(draw(stream.getrandbits, stream.random, op, params))
+
+    def reseed(seed: int) -> None:
+        stream.seed(seed)
+        stream_seed[0], drawn[0] = seed, 0
+
+    return inputs_event, reseed, testing
+
+
+def _code_writes_guard(busy: list, blocked: list, grader_codes: set, protected_ids: frozenset):
+    """setattr_event(args): refuses, while notebook code runs, what would patch the grader's code where it cannot be
+    checked later: a new __code__, __defaults__ or __kwdefaults__ for a function whose code is the grader's
+    (`grader_codes`), a new __class__ for a module or class of the snapshot's (`protected_ids`)."""
+    len_, type_, str_type, get_id = len, type, str, id
+    violation, append = SandboxViolation, blocked.append
+    function_type, code_of = types.FunctionType, types.FunctionType.__code__.__get__
+    code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
     def setattr_event(args) -> None:
         if len_(args) < 2 or type_(args[1]) is not str_type:
@@ -531,6 +603,25 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
             return
         append("object.__setattr__")  # the name students read in the notes, for a deletion too
         raise violation(f"{what} is not allowed while the notebook is graded; see the course's grading guide")
+
+    return setattr_event
+
+
+def _audit_hook(allow_native: bool, blocked: list, flags: dict, events: dict):
+    """The audit hook: `flags` holds the lists it shares with the grader ("untrusted": notebook code is running,
+    "busy": the hook's own work raises events, "testing", "verifier", "function_writes"), `events` its handlers
+    ("inputs", "setattr", "on_behalf_of_consumer"). Outside notebook code it only counts writes of functions'
+    code and serves the input stream; inside, it refuses frames, the collector's walks, trace and profile hooks,
+    new audit hooks, threads, sub-interpreters and (unless allowed) ctypes, and calls the verifier."""
+    untrusted, busy, testing, verifier, function_writes = (flags["untrusted"], flags["busy"], flags["testing"],
+                                                           flags["verifier"], flags["function_writes"])
+    inputs_event, setattr_event, on_behalf_of_consumer = (events["inputs"], events["setattr"],
+                                                          events["on_behalf_of_consumer"])
+    frame_events, frame_attrs, why = FRAME_EVENTS, FRAME_ATTRS, dict(_WHY)
+    frame_giving = frozenset({"sys._getframe", "object.__getattr__"})
+    code_attrs = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+    attr_writes = frozenset({"object.__setattr__", "object.__delattr__"})
+    violation, str_type, append, len_, type_ = SandboxViolation, str, blocked.append, len, type
 
     def hook(event, args):
         if event in attr_writes and len_(args) > 1 and type_(args[1]) is str_type and args[1] in code_attrs:
@@ -573,14 +664,51 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         raise violation(f"{why.get(event, event)} is not allowed while the notebook is graded "
                         "(it could reach into the grader); see the course's grading guide")
 
-    sys.addaudithook(hook)
+    return hook
+
+
+def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
+    """Install the audit hook; return (set_untrusted, blocked, controls) where set_untrusted(bool)
+    switches the policy on around notebook code, `blocked` lists what was refused, and
+    `controls` (a dict of functions) is the grader's handle on what only the hook holds:
+
+    - the random-input stream the tests draw from (course.inputs asks it through the
+      "course.inputs" audit event): "reseed"(seed) before a test cell, "testing"(flag) while
+      one runs, when only the grader's own code may draw from it or reseed it;
+    - "trust_code"(code): code compiled from the notebook's given and test cells, or the kernel's
+      own, whose frames count as the grader's (with `trusted_codes`, the ids of the libraries' code);
+    - "consumer"(function): one of the grader's that may read frames and hands none out;
+    - "functions_written"(): whether restore() must look at the functions' code and defaults
+      (reading each function's __code__ is an audit event, so looking at all of them through this
+      hook costs more than the rest of a restore);
+    - "verifier"(function): called, while a test runs, for every "course.verify" audit event (the
+      comparison helpers raise one where they use what they compare with, and the kernel one before
+      every statement of a test cell); it raises when the tests' tools were changed.
+
+    While notebook code runs, the hook also refuses what would patch the grader's code where it
+    cannot be checked later: a new __code__, __defaults__ or __kwdefaults__ for a function of the
+    libraries, the course or the notebook's given and test cells, and a new __class__ for a module
+    or class in `protected` (ids of the snapshot's)."""
+    untrusted, busy = [False], [False]
+    blocked: list[str] = []
+    # Ids of the code objects whose frames are the grader's: the snapshot's functions (the libraries,
+    # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
+    grader_codes: set[int] = set(trusted_codes)
+    keep_codes: list = []  # alive, so that their ids are never reused by a student's code
+    on_behalf_of_consumer, only_grader_on_stack, consumer = _stack_checks(grader_codes)
+    inputs_event, reseed, testing = _inputs_guard(busy, blocked, only_grader_on_stack)
+    setattr_event = _code_writes_guard(busy, blocked, grader_codes, frozenset(protected))
+    verifier: list = [None]
+    function_writes, writes_checked = [0], [0]
+    sys.addaudithook(_audit_hook(allow_native, blocked,
+                                 {"untrusted": untrusted, "busy": busy, "testing": testing, "verifier": verifier,
+                                  "function_writes": function_writes},
+                                 {"inputs": inputs_event, "setattr": setattr_event,
+                                  "on_behalf_of_consumer": on_behalf_of_consumer}))
+    get_id = id
 
     def set_untrusted(flag: bool) -> None:
         untrusted[0] = flag
-
-    def reseed(seed: int) -> None:
-        stream.seed(seed)
-        stream_seed[0], drawn[0] = seed, 0
 
     def set_testing(flag: bool) -> None:
         testing[0] = flag
@@ -589,9 +717,6 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
         for c in _code_objects(code):
             keep_codes.append(c)
             grader_codes.add(get_id(c))
-
-    def consumer(fn) -> None:
-        consumers[get_id(fn.__code__)] = fn.__globals__
 
     def set_verifier(fn) -> None:
         verifier[0] = fn

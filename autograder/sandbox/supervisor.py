@@ -243,25 +243,30 @@ def _clean(paths: list[str]) -> None:
                     pass
 
 
-def grade(job: dict, snapshot) -> dict:
-    limits = job["limits"]
-    uid = job.get("uid")
-    _prepare_workdir(job, uid)
-    started = time.monotonic()
-    deadline = started + limits["submission_timeout_s"]
-    cells = job["cells"]
-    results: dict[int, dict] = {}
-    notes: list[str] = []
-    completed: list[dict] = []
-    restarts = 0
-    peak_kb = 0
-    # Tests make the kernel die at awkward moments: a cell's "deaths" lists, for each time the
-    # cell is sent (first run, then replays), None or "before_send" / "after_send" / "after_reply".
-    deaths = {c["index"]: list(c.get("deaths") or []) for c in cells}
+class _Run:
+    """One notebook's run in the sandbox: the job, the kernel now running it, the cells' results, the notes a
+    teacher reads, and the restarts; the methods are the steps of supervisor.grade()."""
 
-    def run(k: Kernel, cell: dict, until: float) -> dict:
+    def __init__(self, job: dict, snapshot):
+        self.job, self.snapshot, self.limits, self.uid = job, snapshot, job["limits"], job.get("uid")
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limits["submission_timeout_s"]
+        self.results: dict[int, dict] = {}
+        self.notes: list[str] = []
+        self.completed: list[dict] = []
+        self.restarts = 0
+        self.peak_kb = 0
+        # Tests make the kernel die at awkward moments: a cell's "deaths" lists, for each time the
+        # cell is sent (first run, then replays), None or "before_send" / "after_send" / "after_reply".
+        self.deaths = {c["index"]: list(c.get("deaths") or []) for c in job["cells"]}
+        self.kernel: Kernel | None = None
+
+    def run(self, k: Kernel, cell: dict, until: float) -> dict:
+        """The kernel's reply to one cell, or {"status": why there is none}: undelivered, timeout, died, intruder,
+        garbage, forged (a reply without this cell's nonce)."""
         nonce = secrets.token_hex(16)
-        death = deaths[cell["index"]].pop(0) if deaths[cell["index"]] else None
+        deaths = self.deaths[cell["index"]]
+        death = deaths.pop(0) if deaths else None
         if death == "before_send":
             _die(k)
         elif death == "after_send":  # stopped, it cannot read the cell: it dies with the cell unread
@@ -283,114 +288,148 @@ def grade(job: dict, snapshot) -> dict:
             return {"status": "forged", "why": "a reply on the grading channel did not carry this cell's secret"}
         return reply
 
-    def start() -> Kernel | None:
+    def start(self) -> Kernel | None:
         try:
-            return Kernel(job, snapshot, uid)
+            return Kernel(self.job, self.snapshot, self.uid)
         except OSError as e:  # fork() failed: the machine is out of processes or memory
-            notes.append(f"a kernel could not be started ({e})")
+            self.notes.append(f"a kernel could not be started ({e})")
             return None
 
-    def restart() -> Kernel | None:
+    def restart(self) -> Kernel | None:
         """A fresh kernel in the state of the cells completed so far, or None when the
         restarts are used up. A kernel that dies while replaying is restarted again."""
-        nonlocal restarts
-        _kill_all(uid, kernel)
-        while restarts < limits["max_restarts"]:
-            restarts += 1
-            fresh = start()
+        self.peak_kb = max(self.peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        _kill_all(self.uid, self.kernel)
+        while self.restarts < self.limits["max_restarts"]:
+            self.restarts += 1
+            fresh = self.start()
             if fresh is None:
                 return None
-            for earlier in completed:  # replay: the notebook's state up to here, without the cell that failed
-                reply = run(fresh, earlier, min(deadline, time.monotonic() + limits["cell_timeout_s"]))
-                status = reply.get("status")
-                if status not in ("ok", "error"):
-                    if status in ("died", "undelivered"):
-                        fresh.exited(wait=True)
-                    what = ("ran past its time limit" if status == "timeout"
-                            else fresh.how_it_died().removeprefix("the kernel "))
-                    notes.append(f"cell {earlier['index']}: while the cells before were replayed, the kernel "
-                                 f"{what}; restarting it again")
-                    _kill_all(uid, fresh)
-                    break
-            else:
+            if self.replay(fresh):
                 return fresh
         return None
 
-    kernel = start()
-    position = 0
-    while position < len(cells):
+    def replay(self, fresh: Kernel) -> bool:
+        """Run the completed cells again in `fresh` (the notebook's state up to here, without the cell that
+        failed); False, with a note, when it dies or runs past a limit while doing so."""
+        for earlier in self.completed:
+            reply = self.run(fresh, earlier, min(self.deadline, time.monotonic() + self.limits["cell_timeout_s"]))
+            status = reply.get("status")
+            if status not in ("ok", "error"):
+                if status in ("died", "undelivered"):
+                    fresh.exited(wait=True)
+                what = ("ran past its time limit" if status == "timeout"
+                        else fresh.how_it_died().removeprefix("the kernel "))
+                self.notes.append(f"cell {earlier['index']}: while the cells before were replayed, the kernel "
+                                  f"{what}; restarting it again")
+                _kill_all(self.uid, fresh)
+                return False
+        return True
+
+    def not_run(self, cells: list[dict], why: str) -> None:
+        for rest in cells:
+            self.results[rest["index"]] = {"status": "not run", "ename": "NotRun", "evalue": why}
+
+    def stop_before(self, position: int) -> None:
+        """No kernel, or no time: the cells from `position` on are not run, and a note says from which on."""
+        cells, limit = self.job["cells"], self.limits["submission_timeout_s"]
+        why = (f"not run: the notebook reached its time limit of {limit:g} s"
+               if self.kernel is not None else "not run: the kernel could not be restarted")
+        self.not_run(cells[position:], why)
+        self.notes.append(why.replace("not run: ", "cells from here on were not run: ", 1) +
+                          f" (first cell not run: {cells[position]['index']})")
+
+    def died_between_cells(self, cell: dict) -> None:
+        """The kernel died before `cell` reached it: this cell costs nothing, it runs again in a fresh kernel."""
+        self.kernel.exited(wait=True)
+        after = f"after cell {self.completed[-1]['index']}" if self.completed else "before the first cell"
+        self.notes.append(f"cell {cell['index']}: {self.kernel.how_it_died()} between cells ({after}), before this "
+                          "cell reached it")
+        self.kernel = self.restart()
+        if self.kernel is not None:
+            self.notes.append(f"cell {cell['index']}: restarted the kernel, replayed the cells before it and "
+                              "ran this cell again")
+
+    def out_of_time(self, position: int) -> None:
+        """The notebook's own time limit ran out in the cell at `position`: nothing after it runs either."""
+        cells, limit = self.job["cells"], self.limits["submission_timeout_s"]
         cell = cells[position]
-        now = time.monotonic()
-        if kernel is None or now >= deadline:
-            why = (f"not run: the notebook reached its time limit of {limits['submission_timeout_s']:g} s"
-                   if kernel is not None else "not run: the kernel could not be restarted")
-            for rest in cells[position:]:
-                results[rest["index"]] = {"status": "not run", "ename": "NotRun", "evalue": why}
-            notes.append(why.replace("not run: ", "cells from here on were not run: ", 1) +
-                         f" (first cell not run: {cell['index']})")
-            break
-        until = min(deadline, now + limits["cell_timeout_s"])
-        reply = run(kernel, cell, until)
+        self.results[cell["index"]] = {"status": "error", "ename": "CellTimeoutError",
+                                       "evalue": f"this cell was stopped: the notebook reached its time limit "
+                                                 f"of {limit:g} s"}
+        self.not_run(cells[position + 1:], f"not run: the notebook reached its time limit of {limit:g} s")
+        self.notes.append(f"cell {cell['index']}: stopped when the notebook reached its time limit of "
+                          f"{limit:g} s; the cells after it were not run")
+
+    def failed(self, cell: dict, reply: dict) -> None:
+        """The cell cost the kernel (its time limit, a death, an intruder or garbage on the channel, a forged
+        reply): the cell gets an error that says so, and a fresh kernel replays the cells before it."""
         status = reply.get("status")
-        if status in ("ok", "error"):
-            results[cell["index"]] = reply
-            completed.append(cell)
-            position += 1
-            continue
-        if status == "undelivered":  # it died between cells: this cell never reached it, so it costs nothing
-            kernel.exited(wait=True)
-            after = f"after cell {completed[-1]['index']}" if completed else "before the first cell"
-            notes.append(f"cell {cell['index']}: {kernel.how_it_died()} between cells ({after}), before this "
-                         "cell reached it")
-            peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-            kernel = restart()
-            if kernel is not None:
-                notes.append(f"cell {cell['index']}: restarted the kernel, replayed the cells before it and "
-                             "ran this cell again")
-            continue
         if status == "timeout":
-            if until >= deadline:  # the notebook's own limit: nothing after this cell will run either
-                why = (f"not run: the notebook reached its time limit of "
-                       f"{limits['submission_timeout_s']:g} s")
-                results[cell["index"]] = {"status": "error", "ename": "CellTimeoutError",
-                                          "evalue": f"this cell was stopped: the notebook reached its time limit "
-                                                    f"of {limits['submission_timeout_s']:g} s"}
-                for rest in cells[position + 1:]:
-                    results[rest["index"]] = {"status": "not run", "ename": "NotRun", "evalue": why}
-                notes.append(f"cell {cell['index']}: stopped when the notebook reached its time limit of "
-                             f"{limits['submission_timeout_s']:g} s; the cells after it were not run")
-                break
-            why = (f"this cell was stopped after {limits['cell_timeout_s']:g} s "
+            why = (f"this cell was stopped after {self.limits['cell_timeout_s']:g} s "
                    "(the per-cell time limit): an endless loop?")
             ename = "CellTimeoutError"
         elif status == "died":
-            kernel.exited(wait=True)
-            why = kernel.how_it_died() + " while running this cell"
+            self.kernel.exited(wait=True)
+            why = self.kernel.how_it_died() + " while running this cell"
             ename = "KernelDied"
         elif status == "intruder":
             why = ("another process wrote on the grading channel while this cell ran (pid "
-                   f"{kernel.intruder}); only the kernel may report results")
+                   f"{self.kernel.intruder}); only the kernel may report results")
             ename = "GradingIntegrityError"
         elif status == "garbage":
-            why = "this cell wrote more than the grading channel accepts"
-            ename = "GradingIntegrityError"
+            why, ename = "this cell wrote more than the grading channel accepts", "GradingIntegrityError"
         else:
-            why = reply.get("why", "the grading channel was tampered with")
-            ename = "GradingIntegrityError"
-        results[cell["index"]] = {"status": "error", "ename": ename, "evalue": why}
-        notes.append(f"cell {cell['index']}: {why}")
-        peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-        kernel = restart()
-        if kernel is not None:
-            notes.append(f"cell {cell['index']}: restarted the kernel and replayed the cells before it")
-        position += 1
-    _kill_all(uid, kernel)
-    peak_kb = max(peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            why, ename = reply.get("why", "the grading channel was tampered with"), "GradingIntegrityError"
+        self.results[cell["index"]] = {"status": "error", "ename": ename, "evalue": why}
+        self.notes.append(f"cell {cell['index']}: {why}")
+        self.kernel = self.restart()
+        if self.kernel is not None:
+            self.notes.append(f"cell {cell['index']}: restarted the kernel and replayed the cells before it")
+
+    def run_cells(self) -> None:
+        """Every cell in turn, each with its own time limit within the notebook's."""
+        cells = self.job["cells"]
+        self.kernel = self.start()
+        position = 0
+        while position < len(cells):
+            cell = cells[position]
+            now = time.monotonic()
+            if self.kernel is None or now >= self.deadline:
+                self.stop_before(position)
+                return
+            until = min(self.deadline, now + self.limits["cell_timeout_s"])
+            reply = self.run(self.kernel, cell, until)
+            status = reply.get("status")
+            if status in ("ok", "error"):
+                self.results[cell["index"]] = reply
+                self.completed.append(cell)
+            elif status == "undelivered":  # it died between cells: this cell never reached it, so it costs nothing
+                self.died_between_cells(cell)
+                continue
+            elif status == "timeout" and until >= self.deadline:
+                self.out_of_time(position)
+                return
+            else:
+                self.failed(cell, reply)
+            position += 1
+
+
+def grade(job: dict, snapshot) -> dict:
+    """Run one notebook's cells in a fresh kernel (restarted and replayed as the module's docstring says), then
+    clear away everything the job left: {"cells": each cell's outcome, "notes", "restarts", "seconds",
+    "kernel_peak_rss_kb"}."""
+    _prepare_workdir(job, job.get("uid"))
+    state = _Run(job, snapshot)
+    state.run_cells()
+    _kill_all(state.uid, state.kernel)
+    peak_kb = max(state.peak_kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     shareable = kernel_cache.collect(job)  # compiled kernels to share, asked for by the student's kernel
     _clean([job["workdir"], "/tmp", "/dev/shm"])
-    kernel_cache.share(shareable, uid)  # built again by trusted code, now that nothing of the student's is left
-    return {"cells": [results.get(c["index"], {"status": "not run"}) | {"index": c["index"]} for c in cells],
-            "notes": notes, "restarts": restarts, "seconds": round(time.monotonic() - started, 3),
+    kernel_cache.share(shareable, state.uid)  # built again by trusted code, now that nothing of the student's is left
+    return {"cells": [state.results.get(c["index"], {"status": "not run"}) | {"index": c["index"]}
+                      for c in job["cells"]],
+            "notes": state.notes, "restarts": state.restarts, "seconds": round(time.monotonic() - state.started, 3),
             "kernel_peak_rss_kb": peak_kb}
 
 
@@ -401,6 +440,7 @@ def main() -> int:
     kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
     failed = _warm(preload)
     kernel_cache.after_warmup()
+    from autograder.sandbox import executor  # noqa: F401  (the kernel's code is the grader's: in the snapshot)
     from autograder.sandbox.integrity import Snapshot
     import importlib.util
     roots = {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}

@@ -60,7 +60,7 @@ class Import:
 
 def gpu_test_files(repo: Path = REPO) -> list[Path]:
     """The test files with tests marked gpu: what `pytest -m gpu` runs on the device."""
-    return sorted(p for p in (repo / "tests").glob("test_*.py") if "pytest.mark.gpu" in p.read_text())
+    return sorted(p for p in (repo / "tests").rglob("test_*.py") if "pytest.mark.gpu" in p.read_text())
 
 
 def entry_files(repo: Path = REPO) -> list[Path]:
@@ -77,15 +77,15 @@ def chapter_text_form(repo: Path = REPO, chapter: str = CHAPTER) -> Path:
 
 def _local_roots(repo: Path) -> set[str]:
     tops = {p.parent.name for p in repo.glob("*/__init__.py")}
-    tops |= {p.stem for p in (repo / "tests").glob("*.py")}
+    tops |= {p.stem for p in (repo / "tests").rglob("*.py")}  # test modules and helpers: imported by name
     return tops | {PACKAGE}
 
 
 def resolve(module: str, repo: Path = REPO) -> Path | None:
     """The repository file that `import module` loads on the device, or None if it is not ours."""
     parts = module.split(".")
-    if parts[0] == PACKAGE:
-        package = repo / "source" / CHAPTER / PACKAGE
+    if parts[0] == PACKAGE:  # release/NN/picotorch/: the committed copy (git ignores source/NN/picotorch/)
+        package = repo / "release" / CHAPTER / PACKAGE
         if len(parts) == 1:
             return package / "__init__.py"
         if len(parts) == 2 and (package / f"{parts[1]}.py").exists():
@@ -93,7 +93,7 @@ def resolve(module: str, repo: Path = REPO) -> Path | None:
         if len(parts) == 2 and parts[1] == "ch" + CHAPTER:  # made from the chapter's own reference cells
             return chapter_text_form(repo)
         return None
-    for base in (repo, repo / "tests"):
+    for base in (repo, repo / "tests", repo / "tests" / "support"):
         path = base.joinpath(*parts)
         if (path / "__init__.py").exists():
             return path / "__init__.py"
@@ -105,9 +105,10 @@ def resolve(module: str, repo: Path = REPO) -> Path | None:
 def module_name_of(path: Path, repo: Path = REPO) -> str:
     if path == chapter_text_form(repo):
         return f"{PACKAGE}.ch{CHAPTER}"
-    package = repo / "source" / CHAPTER / PACKAGE
-    rel = path.relative_to(package.parent if path.is_relative_to(package)
-                           else repo / "tests" if path.parent == repo / "tests" else repo)
+    package = repo / "release" / CHAPTER / PACKAGE
+    if path.is_relative_to(repo / "tests"):  # no packages there: conftest, the test modules and tests/support/
+        return path.stem  # are imported by name, their folder on the path
+    rel = path.relative_to(package.parent if path.is_relative_to(package) else repo)
     parts = list(rel.with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

@@ -20,8 +20,8 @@ import torch
 from course.cuda import Module
 from course.cuda.status import emulator_available, gpu_available
 
-# Chapter 05's tiled matmul, the one copy that the CUDA tests run too (tests/test_cuda_kernels.py against
-# torch, tests/test_cuda_sanitizers.py with one barrier or the other removed by its comment).
+# Chapter 05's tiled matmul, the one copy that the CUDA tests run too (tests/cuda/test_cuda_kernels.py against
+# torch, tests/cuda/test_cuda_sanitizers.py with one barrier or the other removed by its comment).
 TILED_MATMUL = r"""
 template <int TILE>
 __global__ void matmul_tiled(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,

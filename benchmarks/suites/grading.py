@@ -48,13 +48,13 @@ def available() -> str | None:
 
 
 def _mutants(chapter: str = CHAPTER) -> dict[str, list[str]]:
-    """The typical wrong answers' code, read by the tests' own loader (tests/notebook_runs.mutants_of)."""
-    sys.path.insert(0, str(REPO / "tests"))
+    """The typical wrong answers' code, read by the tests' own loader (tests/support/notebook_runs.mutants_of)."""
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     try:
         from autograder.chapters import discover
         from notebook_runs import mutants_of
     finally:
-        sys.path.remove(str(REPO / "tests"))
+        sys.path.remove(str(REPO / "tests" / "support"))
     found = next(c for c in discover(REPO / "source") if c.id == chapter)
     return {ex: [m.code for m in cases.values()] for ex, cases in mutants_of(found).items()}
 
@@ -202,7 +202,7 @@ def chapter_costs(quick: bool, chapters: list[str] | None = None) -> list[dict]:
 def dask_case(quick: bool) -> list[dict]:
     """The same chapter-00 class on a Dask cluster of this machine, against the local pool."""
     from benchmarks.run import record
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     from dask_cluster import DaskCluster
     size = 4 if quick else 12
     with tempfile.TemporaryDirectory(prefix="bench-grading-dask-") as tmp:

@@ -99,10 +99,120 @@ def random_view_shape(draw, shape) -> list[int]:
     return dims
 
 
+def _permute_op(draw, t, name, bad):
+    n = t.dim()
+    dims = _permutation(draw, n)
+    if bad and n < 2:
+        dims = dims + [0]
+    elif bad:  # a dim named twice, often in its other spelling (0 and -n are the same dim)
+        dims = dims[:-1] + [dims[0] + n if dims[0] < 0 else dims[0] - n if draw(0, 1) else dims[0]]
+    return Op(name, *dims)
+
+
+def _view_op(draw, t, name, bad):
+    dims = random_view_shape(draw, tuple(t.shape))
+    if bad:
+        dims = dims + [2] if dims else [2]
+    return Op(name, *dims) if dims and draw(0, 1) else Op(name, tuple(dims))
+
+
+def _squeeze_op(draw, t, name, bad):
+    n, shape = t.dim(), tuple(t.shape)
+    ones = [d for d in range(n) if shape[d] == 1]
+    kind = draw(0, 3)
+    if bad:
+        return Op(name, max(n, 1))
+    if kind == 0:
+        return Op(name)
+    if kind == 1 or not ones:
+        return Op(name, random_dim(draw, n))
+    if kind == 2:
+        return Op(name, ones[draw(0, len(ones) - 1)])
+    dims = [d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]]
+    if draw(0, 5) == 0:  # a dim named twice, in its other spelling: torch refuses it
+        dims.append(dims[0] + n if dims[0] < 0 else dims[0] - n)
+    return Op(name, tuple(dims))
+
+
+def _flatten_op(draw, t, name, bad):
+    n = t.dim()
+    a, b = sorted([draw(0, max(n, 1) - 1), draw(0, max(n, 1) - 1)])
+    if bad and a < b:
+        a, b = b, a
+    a, b = (a - max(n, 1) if draw(0, 2) == 0 else a), (b - max(n, 1) if draw(0, 2) == 0 else b)
+    return [Op(name), Op(name, a), Op(name, a, b)][draw(0, 2)]
+
+
+def _narrow_op(draw, t, name, bad):
+    n, shape = t.dim(), tuple(t.shape)
+    if n == 0:
+        return Op(name, 0, 0, 1)
+    d = draw(0, n - 1)
+    size = shape[d]
+    start = draw(-size, size)
+    length = draw(0, size - (start + size if start < 0 else start))
+    if bad:
+        length = size + 1
+    return Op(name, d - n if draw(0, 1) else d, start, length)
+
+
+def _as_strided_op(draw, t, name, bad):
+    room = t.untyped_storage().nbytes() // t.element_size()
+    k = draw(0, 3)
+    size = [draw(0, 3) for _ in range(k)]
+    stride = [draw(0, 4) for _ in range(k)]
+
+    def span():
+        return sum((a - 1) * s for a, s in zip(size, stride)) if all(size) else 0
+
+    if room == 0 and k:
+        size[0] = 0
+    while room > 0 and span() >= room:
+        i = max(range(k), key=lambda d: (size[d] - 1) * stride[d])
+        stride[i] //= 2
+    if draw(0, 2) == 0 and t.storage_offset() + span() < room:
+        offset = None
+    else:
+        offset = draw(0, max(room - 1 - span(), 0))
+    if bad:
+        offset, size = room, [max(a, 1) for a in size]
+    if offset is None:
+        return Op(name, tuple(size), tuple(stride))
+    return Op(name, tuple(size), tuple(stride), offset)
+
+
+def _expand_op(draw, t, name, bad):
+    n, shape = t.dim(), tuple(t.shape)
+    sizes = [draw(0, 3) if s == 1 and draw(0, 1) else (-1 if name == "expand" and draw(0, 3) == 0 else s)
+             for s in shape]
+    lead = [draw(0, 3) for _ in range(draw(0, 2))] if n else [draw(1, 3) for _ in range(draw(0, 2))]
+    if bad and any(s > 1 for s in shape):
+        i = max(range(n), key=lambda d: shape[d])
+        sizes[i] = shape[i] + 1
+    elif bad:
+        lead = [-1] + lead if name == "expand" else lead + [2, 3][:max(0, 1 - n)]
+    target = lead + sizes
+    return Op(name, *target) if name == "expand" and target and draw(0, 1) else Op(name, tuple(target))
+
+
+# The arguments of each op, drawn (draw, t, name, bad) -> Op; `bad`: ones torch rejects.
+_OP_ARGUMENTS = {
+    "T": lambda draw, t, name, bad: Op(name), "mT": lambda draw, t, name, bad: Op(name),
+    "contiguous": lambda draw, t, name, bad: Op(name), "clone": lambda draw, t, name, bad: Op(name),
+    "transpose": lambda draw, t, name, bad: (Op(name, max(t.dim(), 1), 0) if bad else
+                                             Op(name, random_dim(draw, t.dim()), random_dim(draw, t.dim()))),
+    "permute": _permute_op, "view": _view_op, "reshape": _view_op,
+    "unsqueeze": lambda draw, t, name, bad: Op(name, t.dim() + 1 if bad else random_dim(draw, t.dim(), extra=1)),
+    "squeeze": _squeeze_op, "flatten": _flatten_op, "narrow": _narrow_op, "as_strided": _as_strided_op,
+    "expand": _expand_op, "broadcast_to": _expand_op,
+    "getitem": lambda draw, t, name, bad: Op(name, random_index(draw, tuple(t.shape), bad)),
+}
+
+
 def random_op(draw, t, names, errors=True):
     """An Op of one of `names` with arguments that fit t; now and then (errors=True) one torch rejects."""
     name = names[draw(0, len(names) - 1)]
-    n, shape = t.dim(), tuple(t.shape)
+    n = t.dim()
     bad = errors and draw(0, 11) == 0
     if name == "T" and n != 2:
         name = "mT"  # torch warns about T for other than 2 dims
@@ -110,92 +220,9 @@ def random_op(draw, t, names, errors=True):
         name = "transpose"
     if name == "mT" and n < 2 and not (bad and n == 1):
         name = "transpose"
-    if name in ("T", "mT", "contiguous", "clone"):
-        return Op(name)
-    if name == "transpose":
-        return Op(name, max(n, 1), 0) if bad else Op(name, random_dim(draw, n), random_dim(draw, n))
-    if name == "permute":
-        dims = _permutation(draw, n)
-        if bad and n < 2:
-            dims = dims + [0]
-        elif bad:  # a dim named twice, often in its other spelling (0 and -n are the same dim)
-            dims = dims[:-1] + [dims[0] + n if dims[0] < 0 else dims[0] - n if draw(0, 1) else dims[0]]
-        return Op(name, *dims)
-    if name in ("view", "reshape"):
-        dims = random_view_shape(draw, shape)
-        if bad:
-            dims = dims + [2] if dims else [2]
-        return Op(name, *dims) if dims and draw(0, 1) else Op(name, tuple(dims))
-    if name == "unsqueeze":
-        return Op(name, n + 1 if bad else random_dim(draw, n, extra=1))
-    if name == "squeeze":
-        ones = [d for d in range(n) if shape[d] == 1]
-        kind = draw(0, 3)
-        if bad:
-            return Op(name, max(n, 1))
-        if kind == 0:
-            return Op(name)
-        if kind == 1 or not ones:
-            return Op(name, random_dim(draw, n))
-        if kind == 2:
-            return Op(name, ones[draw(0, len(ones) - 1)])
-        dims = [d - n if draw(0, 1) else d for d in ones[:draw(1, len(ones))]]
-        if draw(0, 5) == 0:  # a dim named twice, in its other spelling: torch refuses it
-            dims.append(dims[0] + n if dims[0] < 0 else dims[0] - n)
-        return Op(name, tuple(dims))
-    if name == "flatten":
-        a, b = sorted([draw(0, max(n, 1) - 1), draw(0, max(n, 1) - 1)])
-        if bad and a < b:
-            a, b = b, a
-        a, b = (a - max(n, 1) if draw(0, 2) == 0 else a), (b - max(n, 1) if draw(0, 2) == 0 else b)
-        return [Op(name), Op(name, a), Op(name, a, b)][draw(0, 2)]
-    if name == "narrow":
-        if n == 0:
-            return Op(name, 0, 0, 1)
-        d = draw(0, n - 1)
-        size = shape[d]
-        start = draw(-size, size)
-        length = draw(0, size - (start + size if start < 0 else start))
-        if bad:
-            length = size + 1
-        return Op(name, d - n if draw(0, 1) else d, start, length)
-    if name == "as_strided":
-        room = t.untyped_storage().nbytes() // t.element_size()
-        k = draw(0, 3)
-        size = [draw(0, 3) for _ in range(k)]
-        stride = [draw(0, 4) for _ in range(k)]
-
-        def span():
-            return sum((a - 1) * s for a, s in zip(size, stride)) if all(size) else 0
-
-        if room == 0 and k:
-            size[0] = 0
-        while room > 0 and span() >= room:
-            i = max(range(k), key=lambda d: (size[d] - 1) * stride[d])
-            stride[i] //= 2
-        if draw(0, 2) == 0 and t.storage_offset() + span() < room:
-            offset = None
-        else:
-            offset = draw(0, max(room - 1 - span(), 0))
-        if bad:
-            offset, size = room, [max(a, 1) for a in size]
-        if offset is None:
-            return Op(name, tuple(size), tuple(stride))
-        return Op(name, tuple(size), tuple(stride), offset)
-    if name in ("expand", "broadcast_to"):
-        sizes = [draw(0, 3) if s == 1 and draw(0, 1) else (-1 if name == "expand" and draw(0, 3) == 0 else s)
-                 for s in shape]
-        lead = [draw(0, 3) for _ in range(draw(0, 2))] if n else [draw(1, 3) for _ in range(draw(0, 2))]
-        if bad and any(s > 1 for s in shape):
-            i = max(range(n), key=lambda d: shape[d])
-            sizes[i] = shape[i] + 1
-        elif bad:
-            lead = [-1] + lead if name == "expand" else lead + [2, 3][:max(0, 1 - n)]
-        target = lead + sizes
-        return Op(name, *target) if name == "expand" and target and draw(0, 1) else Op(name, tuple(target))
-    if name == "getitem":
-        return Op(name, random_index(draw, shape, bad))
-    raise ValueError(name)
+    if name not in _OP_ARGUMENTS:
+        raise ValueError(name)
+    return _OP_ARGUMENTS[name](draw, t, name, bad)
 
 
 def random_index(draw, shape, bad=False):

@@ -1,7 +1,7 @@
 """A few SVG primitives, enough for the course's figures: boxes, text, arrows, grids.
 
 Plain Python writing SVG XML (no drawing library): the output is byte-stable, so the
-committed figures can be compared with what the script makes now (tests/test_figures.py).
+committed figures can be compared with what the script makes now (tests/chapters/test_figures.py).
 Every figure has a white background (it stays readable in JupyterLab's dark theme) and a
 <title> (screen readers; the markdown's alt text says the same in short).
 """

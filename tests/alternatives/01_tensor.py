@@ -1,6 +1,6 @@
 """Correct answers to chapter 01 written differently from the course's solution.
 
-ALTERNATIVES = {what is different: {exercise: the cell's code}}. tests/test_alternative_solutions.py puts
+ALTERNATIVES = {what is different: {exercise: the cell's code}}. tests/chapters/test_alternative_solutions.py puts
 each alternative's cells in place of the solution cells, runs the whole source notebook (hidden tests
 included) and expects every exercise to earn its points: the tests check what torch does, not how the
 course's solution happens to do it (other loops, other algorithms, other error messages where torch's

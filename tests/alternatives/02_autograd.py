@@ -1,6 +1,6 @@
 """Correct answers to chapter 02 written differently from the course's solution.
 
-ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/test_alternative_solutions.py.
+ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/chapters/test_alternative_solutions.py.
 Cells with given parts (forwards, class skeletons) are the solution cell with its solved parts rewritten
 (`_rewrite`), so that the given parts stay as the student sees them.
 """

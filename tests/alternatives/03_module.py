@@ -1,6 +1,6 @@
 """Correct answers to chapter 03 written differently from the course's solution.
 
-ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/test_alternative_solutions.py.
+ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/chapters/test_alternative_solutions.py.
 Cells with given parts are the solution cell with its solved parts rewritten (`_rewrite`).
 """
 from __future__ import annotations

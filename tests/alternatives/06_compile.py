@@ -1,6 +1,6 @@
 """Correct answers to chapter 06 written differently from the course's solution.
 
-ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/test_alternative_solutions.py.
+ALTERNATIVES = {what is different: {exercise: the cell's code}}; see tests/chapters/test_alternative_solutions.py.
 """
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ import pytest
 from conftest import REPO
 from course.notebook import exercises
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))  # test_hub, whose checks this reuses
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from hub_server import cleanup, make_class, running_hub  # noqa: E402
 from test_hub import CHAPTER, hidden_test_lines, typical_mistake  # noqa: E402
 

@@ -94,7 +94,7 @@ def open_notebook(browser, lab, chapter):
 
 # nbgrader's Validate button runs the whole notebook once more in nbgrader's own kernel: the button and its
 # dialog are the same for every chapter, so one chapter's pass shows a student what it says; that nbgrader
-# gives every chapter the course's points is tests/test_chapters.py::test_plain_nbgrader_gives_the_same_verdicts.
+# gives every chapter the course's points is tests/chapters/test_chapters.py::test_plain_nbgrader_gives_the_same_verdicts.
 VALIDATED_IN_THE_BROWSER = "01_tensor"
 
 

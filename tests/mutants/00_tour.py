@@ -1,7 +1,7 @@
 """Typical wrong answers to chapter 00, one dict per exercise: {what is wrong: the cell's code}, or
 {what is wrong: {"code": ..., "shows": what the failure message must say}} (tests/notebook_runs.Mutant).
 
-tests/test_chapters.py puts each one in place of the exercise's solution cell,
+tests/chapters/test_chapters.py puts each one in place of the exercise's solution cell,
 runs the source notebook (hidden tests included) and expects that exercise to fail.
 """
 

@@ -1,6 +1,6 @@
 """Typical wrong answers to chapter 01, one dict per exercise: {what is wrong: the cell's code}.
 
-tests/test_chapters.py puts each one in place of the exercise's solution cell,
+tests/chapters/test_chapters.py puts each one in place of the exercise's solution cell,
 runs the source notebook (hidden tests included) and expects that exercise to fail.
 
 Each mutant is the exercise's own solution cell with one mistake put in (`_mutate`

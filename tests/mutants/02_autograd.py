@@ -1,6 +1,6 @@
 """Typical wrong answers to chapter 02, one dict per exercise: {what is wrong: the cell's code}.
 
-tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
+tests/chapters/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
 notebook (hidden tests included) up to that exercise's tests and expects them to fail.
 
 Each wrong answer is the solution cell with one mistake put in (`_wrong`), so that the given parts

@@ -1,7 +1,7 @@
 """Typical wrong answers to chapter 05, one dict per exercise: {what is wrong: the cell's code}, or a dict
 with the code, the exercise whose verdict is judged and what its message must show (tests/notebook_runs.Mutant).
 
-tests/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
+tests/chapters/test_chapters.py puts each one in place of the exercise's solution cell, runs the source
 notebook (hidden tests included) up to that exercise's tests and expects them to fail. Here the
 solution cells hold CUDA C too: a wrong kernel is the solution's kernel with one line changed, and the
 emulator (a missing bound check, a missing __syncthreads) or the comparison with torch rejects it.

@@ -1,3 +1,0 @@
-"""picotorch made of chapters 01_tensor, 02_autograd. Generated; do not edit."""
-from .ch01_tensor import *  # noqa: F401,F403
-from .ch02_autograd import *  # noqa: F401,F403

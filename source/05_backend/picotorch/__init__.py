@@ -1,5 +1,0 @@
-"""picotorch made of chapters 01_tensor, 02_autograd, 03_module, 04_training. Generated; do not edit."""
-from .ch01_tensor import *  # noqa: F401,F403
-from .ch02_autograd import *  # noqa: F401,F403
-from .ch03_module import *  # noqa: F401,F403
-from .ch04_training import *  # noqa: F401,F403
