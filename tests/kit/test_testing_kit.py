@@ -299,3 +299,28 @@ def test_model_pair_builds_the_same_model_twice():
         assert list(theirs) == list(ours), pair.where()
         for name, p in theirs.items():
             expect_same_object(ours[name], p, pair, f"parameter {name}")
+
+
+def test_every_function_of_the_kit_is_trusted_by_the_sandbox():
+    """The sandbox counts a frame as the grader's when its code belongs to a function its snapshot found: a
+    module's functions and its classes' methods, and what is nested in them. A kit function made at module level
+    but kept only elsewhere (a lambda in a module-level table) runs as a stranger at grading, and the tests'
+    draws through it are refused (chapter 01's view tests lost every point that way once)."""
+    import importlib
+    from pathlib import Path
+
+    from autograder.sandbox.integrity import TESTING_KIT, Snapshot, _code_objects
+    kit = [importlib.import_module(name) for name in TESTING_KIT]
+    snap = Snapshot.take(roots=(str(Path(kit[0].__file__).resolve().parent),))
+    trusted = {(c.co_filename, c.co_firstlineno, c.co_name) for f in snap.functions for c in _code_objects(f[2])}
+    strangers = []
+    for path in sorted({Path(m.__file__).resolve() for m in kit}):
+        module_code = compile(path.read_text(), str(path), "exec")
+        for code in module_code.co_consts:  # what the module's own statements make: functions, lambdas, classes
+            if not hasattr(code, "co_code") or code.co_name in ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"):
+                continue  # a comprehension runs once, at import
+            if not code.co_flags & 0x2:  # no CO_NEWLOCALS: a class body, whose methods the snapshot takes
+                continue
+            if (str(path), code.co_firstlineno, code.co_name) not in trusted:
+                strangers.append(f"{path.name}:{code.co_firstlineno} {code.co_name}")
+    assert not strangers, ("kit code the sandbox would not trust (make it a module function): " + ", ".join(strangers))
