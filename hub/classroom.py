@@ -149,7 +149,7 @@ def refuse_forged(s, chapter: str, out=print) -> dict[str, list[tuple]]:
         shutil.rmtree(target, ignore_errors=True)
         shutil.move(str(entry), str(target))  # a link is moved as a link
         out(f"warning: refused {entry.name} from the exchange's inbound: {why}. Not collected nor graded; "
-            f"moved to {plain(s, str(target))}")
+            f"moved to grading/refused/{chapter}/{entry.name} in the hub's state")
     return kept
 
 
