@@ -24,7 +24,7 @@ import re
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -199,11 +199,6 @@ def _transform_magics(source: str) -> str:
         return source
 
 
-# Processes and threads of a kernel for a chapter with native code (`course: native_code: true`): the
-# CUDA emulator runs a block of up to 1024 CUDA threads as that many OS threads, besides the kernel's own.
-NATIVE_CODE_PROCESSES = 1024 + 64
-
-
 class Grader:
     """A course folder for one chapter, set up once, then any number of submissions."""
 
@@ -225,11 +220,8 @@ class Grader:
         trusted = [c.source for c in self.source_nb.cells if c.cell_type == "code"
                    and not c.metadata.get("nbgrader", {}).get("solution")]
         code = [c.source for c in self.source_nb.cells if c.cell_type == "code"]
-        self.allow_native = bool(self.source_nb.metadata.get("course", {}).get("native_code"))
         limits = limits or Limits()
-        if self.allow_native:  # the CUDA emulator runs one OS thread per CUDA thread, up to 1024 per block
-            limits = replace(limits, processes=max(limits.processes, NATIVE_CODE_PROCESSES))
-        self.sandbox = Sandbox(preload=_imports(trusted), limits=limits, allow_native=self.allow_native,
+        self.sandbox = Sandbox(preload=_imports(trusted), limits=limits,
                                warmup=code, warmup_files=self.support, staging=workdir / ".sandbox-in")
         self._run: dict | None = None
         # For tests: {grade_id or cell index: [moment, ...]} makes the supervisor kill the kernel at that

@@ -116,14 +116,13 @@ def command(staging: Path, limits: Limits, root_mode: bool) -> list[str]:
 class Sandbox:
     """A warm supervisor in bwrap, restarted when it stops answering."""
 
-    def __init__(self, preload: list[str] | None = None, limits: Limits | None = None, allow_native: bool = False,
+    def __init__(self, preload: list[str] | None = None, limits: Limits | None = None,
                  warmup: list[str] | None = None, warmup_files: dict[str, Path] | None = None,
                  staging: Path | None = None):
         self.preload = preload or []
         self.warmup = warmup or []
         self.warmup_files = warmup_files or {}
         self.limits = limits or Limits()
-        self.allow_native = allow_native
         self.root_mode = os.geteuid() == 0
         # what the sandbox reads (/grading/in). Given a folder in its owner's working folder, it goes when that
         # folder goes, even when the owner is killed before it can clean up (a Dask worker killed mid-grading)
@@ -198,8 +197,7 @@ class Sandbox:
         # notebook code sees it, so no answer cell can know the inputs a test will draw
         job = {"cells": cells, "limits": asdict(self.limits), "seed": seed, "secret": secrets.token_hex(16),
                "uid": self.uid,
-               "inputs": "/grading/in", "workdir": f"/grading/work/job{self.jobs}",
-               "allow_native": self.allow_native}
+               "inputs": "/grading/in", "workdir": f"/grading/work/job{self.jobs}"}
         try:
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             self.proc.stdin.flush()

@@ -575,8 +575,7 @@ def _guard(job: dict, snapshot: Snapshot):
     """(set_untrusted, blocked, controls) of the audit hook, installed now (integrity.install_guard), with the
     submission's seed in its input stream. Guards which frames count as the grader's: the bottom of every cell's
     thread, and every frame under this call (the kernel's main, the supervisor's)."""
-    set_untrusted, blocked, controls = install_guard(bool(job.get("allow_native")), snapshot.code_ids,
-                                                     snapshot.object_ids)
+    set_untrusted, blocked, controls = install_guard(snapshot.code_ids, snapshot.object_ids)
     controls["reseed"](int(job["seed"]))
     controls["consumer"](_scrub)
     trust_code = controls["trust_code"]

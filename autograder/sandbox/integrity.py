@@ -607,7 +607,7 @@ def _code_writes_guard(busy: list, blocked: list, grader_codes: set, protected_i
     return setattr_event
 
 
-def _audit_hook(allow_native: bool, blocked: list, flags: dict, events: dict):
+def _audit_hook(blocked: list, flags: dict, events: dict):
     """The audit hook: `flags` holds the lists it shares with the grader ("untrusted": notebook code is running,
     "busy": the hook's own work raises events, "testing", "verifier", "function_writes"), `events` its handlers
     ("inputs", "setattr", "on_behalf_of_consumer"). Outside notebook code it only counts writes of functions'
@@ -648,8 +648,6 @@ def _audit_hook(allow_native: bool, blocked: list, flags: dict, events: dict):
             if len_(args) < 2 or type_(args[1]) is not str_type or args[1] not in frame_attrs:
                 return
         elif event.startswith("ctypes."):
-            if allow_native:
-                return
             event = "ctypes"
         else:
             return
@@ -667,7 +665,7 @@ def _audit_hook(allow_native: bool, blocked: list, flags: dict, events: dict):
     return hook
 
 
-def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
+def install_guard(trusted_codes=(), protected=()):
     """Install the audit hook; return (set_untrusted, blocked, controls) where set_untrusted(bool)
     switches the policy on around notebook code, `blocked` lists what was refused, and
     `controls` (a dict of functions) is the grader's handle on what only the hook holds:
@@ -700,7 +698,7 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
     setattr_event = _code_writes_guard(busy, blocked, grader_codes, frozenset(protected))
     verifier: list = [None]
     function_writes, writes_checked = [0], [0]
-    sys.addaudithook(_audit_hook(allow_native, blocked,
+    sys.addaudithook(_audit_hook(blocked,
                                  {"untrusted": untrusted, "busy": busy, "testing": testing, "verifier": verifier,
                                   "function_writes": function_writes},
                                  {"inputs": inputs_event, "setattr": setattr_event,
@@ -723,10 +721,9 @@ def install_guard(allow_native: bool = False, trusted_codes=(), protected=()):
 
     def functions_written() -> bool:
         """Whether a function's __code__, __defaults__ or __kwdefaults__ was set since the last ask.
-        Every such write is an audit event; ctypes can write without one, so where native code is
-        allowed the answer is always yes."""
+        Every such write is an audit event (ctypes, which could write without one, is refused)."""
         seen, writes_checked[0] = writes_checked[0], function_writes[0]
-        return allow_native or seen != function_writes[0]
+        return seen != function_writes[0]
 
     controls = {"reseed": reseed, "testing": set_testing, "trust_code": trust_code, "consumer": consumer,
                 "verifier": set_verifier, "functions_written": functions_written}
