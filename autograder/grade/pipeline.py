@@ -36,10 +36,9 @@ from typing import Callable
 
 from autograder.chapters import REPO, Chapter, find
 from autograder.grade.csv_cells import csv_text
-from autograder.grade.files import write_atomic  # noqa: F401  (in __all__: its home is grade/files.py)
+from autograder.grade.files import write_atomic
 
-__all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class", "shown",
-           "write_atomic"]
+__all__ = ["ClassResult", "GradeError", "GradeOptions", "GradingInterrupted", "grade_class", "shown"]
 
 
 class GradeError(Exception):
