@@ -45,7 +45,7 @@ hub-remove:
 test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup
 
-# Every chapter's solution under 50 seeds of its hidden tests' inputs (`make test` tries 8): before a
+# Every chapter's solution under 50 seeds of its hidden tests' inputs (`make test` tries 3): before a
 # release, and whenever a test's inputs or tolerances change (tests/chapters/test_seed_sweep.py).
 sweep: setup
 	COURSE_SWEEP_SEEDS=50 $(VENV)/python -m pytest -n auto --dist loadgroup tests/chapters/test_seed_sweep.py

@@ -97,7 +97,7 @@ MUTANTS = {
 """, "")),
     },
     "ex_engine": {
-        # Right gradients, but one Python frame per node of the chain: the 5000-node test names itself.
+        # Right gradients, but one Python frame per node of the chain: the 2000-node test names itself.
         "the dependencies are counted by a recursive walk (a deep chain overflows the stack)": {
             "shows": "a recursive walk runs out of stack here): your code raised RecursionError",
             "code": _wrong("ex_engine", ("""        dependencies, stack = {root: 0}, [root]
