@@ -12,7 +12,6 @@ for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 # The helpers (servers, notebook runs, the mutants' solution_text ...) live in tests/support/, by concern beside the
@@ -37,6 +36,8 @@ def pytest_xdist_auto_num_workers(config):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     _group_for_xdist(config, items)
+    import torch  # here, not at the top: a pytest that only borrows _group_for_xdist (tests/repo/) need not load it
+
     # A GPU test is skipped where there is no GPU: reported as skipped, never as passed.
     if torch.cuda.is_available():
         return

@@ -162,13 +162,11 @@ def main() -> None:
     sys.path.insert(0, spec["cwd"])
     os.environ["COURSE_CHECK_RUNNING"] = "1"  # a check() in a cell must not start another check
     # Forked children must not inherit a busy OpenMP pool (libgomp does not survive fork); one
-    # thread is also what the grading sandbox gives each kernel.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
+    # thread is also what the grading sandbox gives each kernel. Set before the cells import torch or
+    # NumPy, which size their pools from these when they load (importing torch here instead would cost
+    # every runner seconds, runners whose cells never use it included).
+    for threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[threads] = "1"
     sys.stdout.write(json.dumps(run_variants(spec["variants"])))
 
 
