@@ -1,6 +1,6 @@
 """`autograder grade --scheduler` on a real Dask cluster (issue 19): a `dask scheduler`
 and two `dask worker` processes on loopback ports (tests/support/dask_cluster.py), grading
-a class of twelve on chapters 00 and 01, against the local pool on the same class.
+a class of twelve on chapters 00 and 01, against the local pool on chapter 00's class.
 
 What must hold: the same verdicts and notes as the local run, one gradebook entry
 and one feedback page per student; a worker killed in the middle of a submission
@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_dask")]
 REPO = Path(__file__).resolve().parents[2]
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
 CHAPTERS = ("00_tour", "01_tensor")
+ORACLE_CHAPTER = "00_tour"
 SLOW_S = 15  # a submission slow enough to be caught in the middle
 
 if not shutil.which("bwrap") or not all((REPO / "source" / c / f"{c}.ipynb").exists() for c in CHAPTERS):
@@ -165,23 +166,29 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def graded(cluster, tmp_path_factory):
-    """Both chapters, graded locally and on the cluster: {chapter: (local out, dask out, dask stdout)}."""
+    """Both chapters graded on the cluster, chapter 00 locally too: {chapter: (local out or None, dask out, dask
+    stdout)}. The local pool is the oracle for chapter 00, whose class holds every kind that runs; chapter 01's
+    verdicts are checked against what each kind must get (a local run of it would add minutes and no kind)."""
     tmp = tmp_path_factory.mktemp("class")
     runs = {}
     for chapter in reversed(CHAPTERS):  # chapter 00 last: its graders stay warm for the tests below
         folder = write_class(tmp / chapter, chapter, dict(zip(STUDENTS, KINDS[chapter])))
-        grade(chapter, folder, tmp / f"{chapter}-local", "--workers", "1")  # the oracle: one grader is enough
+        local = None
+        if chapter == ORACLE_CHAPTER:
+            local = tmp / f"{chapter}-local"
+            grade(chapter, folder, local, "--workers", "1")  # the oracle: one grader is enough
         dask = grade(chapter, folder, tmp / f"{chapter}-dask", "--scheduler", cluster.address, cluster=cluster)
-        runs[chapter] = (tmp / f"{chapter}-local", tmp / f"{chapter}-dask", dask.stdout)
+        runs[chapter] = (local, tmp / f"{chapter}-dask", dask.stdout)
     return runs
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_the_cluster_gives_the_local_verdicts(graded, chapter):
     local, dask, stdout = graded[chapter]
-    ours, theirs = verdicts(dask), verdicts(local)
+    ours = verdicts(dask)
     assert set(ours) == set(STUDENTS)
-    assert ours == theirs
+    if local is not None:
+        assert ours == verdicts(local)
     kinds = dict(zip(STUDENTS, KINDS[chapter]))
     full = {s: v for s, v in ours.items() if kinds[s] == "right"}
     assert full and all(all(status in ("passed", "manually graded") for _, status, _ in v["exercises"])
@@ -204,7 +211,8 @@ def test_the_cluster_gives_the_local_verdicts(graded, chapter):
 def test_one_gradebook_entry_and_one_feedback_page_per_student(graded, chapter):
     local, dask, _ = graded[chapter]
     assert sorted(r["student"] for r in grades_rows(dask)) == STUDENTS
-    assert grades_rows(dask) == grades_rows(local)
+    if local is not None:
+        assert grades_rows(dask) == grades_rows(local)
     assert gradebook_submissions(dask, chapter) == {s: 1 for s in STUDENTS}
     for s in STUDENTS:
         page = (dask / "feedback" / s / f"{chapter}.html").read_text()
