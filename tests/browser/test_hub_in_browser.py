@@ -1,10 +1,12 @@
-"""The class's loop on the course hub, in a real browser: `make hub` on a loopback port for a test
-class (an instructor and two students with fresh Unix accounts), each person in a browser context
+"""The class's loop on the course hub, in a real browser, and `make hub` itself: `make hub` on a
+loopback port for a test class (an instructor and two students with fresh Unix accounts), each person in a browser context
 of their own. The instructor releases 00_tour from formgrader; each student logs in, fetches it
 from the Assignment List, pastes an answer (one the solution, one a typical mistake), saves and
 submits; the instructor collects and grades from the grader page and sees the class report; the
 feedback is released, and each student fetches theirs and reads their own points and messages,
-with no hidden test in it. Screenshots of each step land in test-artifacts/hub/ (the README
+with no hidden test in it. Then, on the same hub, what `make hub` must hold for everyone (logins, each
+account closed to the others, roles: tests/platform/test_hub.py's the_hub_keeps_each_account_to_itself)
+and, once it stops, that nothing it started is left. Screenshots of each step land in test-artifacts/hub/ (the README
 shows three of them, copied to docs/screenshots/hub-*.png).
 
 Needs root (the hub makes Unix accounts), Debian's chromium and Playwright's Python package.
@@ -25,7 +27,8 @@ from course.notebook import exercises
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))  # test_hub, whose checks this reuses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from hub_server import cleanup, make_class, running_hub  # noqa: E402
-from test_hub import CHAPTER, hidden_test_lines, typical_mistake  # noqa: E402
+from test_hub import (CHAPTER, _mode, hidden_test_lines, the_hub_keeps_each_account_to_itself,  # noqa: E402
+                      the_hub_stopped_everything_it_started, typical_mistake)
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hub"),
@@ -130,6 +133,7 @@ def test_the_class_loop_in_the_browser(tmp_path):
         pytest.fail("Debian's chromium is missing: run scripts/setup.sh as root, or apt-get install chromium")
     tc = make_class(("ana", "bo"))
     ana, bo = tc.students
+    mode = _mode(REPO)
     try:
         with running_hub(tc) as url, playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
@@ -137,6 +141,9 @@ def test_the_class_loop_in_the_browser(tmp_path):
                 _loop(browser, url, tc, ana, bo)
             finally:
                 browser.close()
+            # `make hub` itself, on the same hub (one start serves both): accounts kept apart, roles enforced
+            the_hub_keeps_each_account_to_itself(tc, url)
+        the_hub_stopped_everything_it_started(tc, mode)
     finally:
         cleanup(tc)
 

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import re
 import sys
 import types
 from pathlib import Path
@@ -80,14 +82,28 @@ def _module_names(tree: ast.Module) -> set[str]:
     return names
 
 
+@functools.lru_cache(maxsize=None)
 def _reference_modules():
+    """Parsed once per process: every chapter's text form read through jupytext (seconds), not once per test."""
     from autograder.build.reference import package_files
 
     files = package_files(CHAPTERS)
     return {path: text for path, text in files.items() if not path.endswith("__init__.py")}
 
 
-@pytest.mark.parametrize("path", sorted(_reference_modules()))
+def _module_paths() -> list[str]:
+    """The package's module of each chapter whose text form has framework cells (`reference=true`): named
+    without parsing the chapters at collection, as _reference_modules() would in every worker."""
+    from course.own_code import PACKAGE, module_name
+    return sorted(f"{PACKAGE}/{module_name(c.id)}.py" for c in CHAPTERS
+                  if re.search(r"^# %%.*\breference=true\b", c.text_form.read_text(), re.M))
+
+
+def test_the_modules_named_are_the_modules_built():
+    assert _module_paths() == sorted(_reference_modules())
+
+
+@pytest.mark.parametrize("path", _module_paths())
 def test_each_chapter_module_declares_all(path):
     tree = ast.parse(_reference_modules()[path])
     declared = [node for node in tree.body if isinstance(node, ast.Assign)

@@ -23,7 +23,7 @@ import pytest
 from conftest import CHAPTERS, REPO
 from course.notebook import exercises
 from notebook_runs import mutants_of
-from hub_server import HubUser, as_user, classroom, cleanup, make_class, prepare, running_hub
+from hub_server import HubUser, as_user, classroom, cleanup, make_class, prepare
 
 sys.path.insert(0, str(REPO / "hub"))
 import accounts  # noqa: E402
@@ -382,57 +382,60 @@ def _grader_page(tc):
 
 # ---------------------------------------------------------------- the hub itself
 
-@needs_root
-def test_make_hub_serves_the_class_and_stops_with_everything_it_started():
-    tc = make_class(("ana", "bo"))
-    mode = _mode(REPO)
-    try:
-        with running_hub(tc) as url:
-            ana, bo = tc.students
-            assert not HubUser(url, ana, "not-the-password").logged_in
-            assert not HubUser(url, "root", "x").logged_in
-            student = HubUser(url, ana, tc.passwords[ana])
-            assert student.logged_in
-            student.start_server()
-            # the hub's own files too: its database (users, servers, tokens' hashes) and its log
-            out = student.terminal(
-                f"id -un; python -c 'import course, torch, nbgrader; print(course.__file__)'; "
-                f"cat {REPO}/source/{CHAPTER}/{CHAPTER}.py; ls {REPO}; ls {tc.homes / bo}; "
-                f"ls {tc.course()}; ls {tc.exchange}/picotorch/inbound; "
-                f"cat {tc.state}/jupyterhub.sqlite {tc.state}/jupyterhub.log > /dev/null; echo end-of-checks")
-            assert ana in [line.strip() for line in re.split(r"[\r\n]|\x1b\[\?2004l", out)], out
-            assert "/tmp/course-hub-tests/runtime/src/course/__init__.py" in out, out
-            assert out.count("Permission denied") == 7, out
-            # the server's own token (in every process of the student's server) opens nothing of the others'
-            api = "curl -s -H \"Authorization: token $JUPYTERHUB_API_TOKEN\""
-            out = student.terminal(f"{api} {url}hub/api/users; echo; for u in services/grader/ user/$(echo {bo[:-2]})"
-                                   f"{bo[-2:]}/api/contents; do {api} -L -o /dev/null -w 'status:%{{http_code}}\\n' "
-                                   f"{url}$u; done")
-            assert not re.search(rf'"name":\s*"{bo}"', out) and bo not in out, out
-            codes = re.findall(r"status:(\d+)", out)  # bo's server is not running: the hub answers (redirects)
-            assert len(codes) == 2 and codes[0] == "403" and codes[1] in ("403", "404"), out
-            assert student.http.get(f"{url}user/{ana}/formgrader", timeout=30).status_code == 404
-            assert student.http.get(f"{url}services/grader/", timeout=30).status_code == 403
-            assert student.http.get(f"{url}user/{bo}/api/contents", timeout=30).status_code in (403, 404)
-            # the grader page's button and its files, asked for directly: refused for a student
-            xsrf = student.http.cookies.get("_xsrf", path="/services/grader/") or ""
-            pressed = student.http.post(f"{url}services/grader/", data={"action": "grade", "chapter": CHAPTER,
-                                                                         "_xsrf": xsrf}, timeout=30)
-            assert pressed.status_code == 403, (pressed.status_code, pressed.text[:300])
-            for what in ("class.csv", "report"):
-                assert student.http.get(f"{url}services/grader/files/{CHAPTER}/{what}", timeout=30).status_code == 403
+def the_hub_keeps_each_account_to_itself(tc, url: str) -> None:
+    """What `make hub` serves, asked for as the class's students and instructor would, with the hub running
+    (tests/browser/test_hub_in_browser.py calls this on its hub, after the class's loop: one hub start for both):
+    logins, a student's terminal (their own account; the repository, the others' homes, the course folder, the
+    inbound and the hub's own files closed), the server's token opening nothing of the others', the instructor's
+    formgrader and grader page."""
+    ana, bo = tc.students[:2]
+    assert not HubUser(url, ana, "not-the-password").logged_in
+    assert not HubUser(url, "root", "x").logged_in
+    student = HubUser(url, ana, tc.passwords[ana])
+    assert student.logged_in
+    student.start_server()
+    # the hub's own files too: its database (users, servers, tokens' hashes) and its log
+    out = student.terminal(
+        f"id -un; python -c 'import course, torch, nbgrader; print(course.__file__)'; "
+        f"cat {REPO}/source/{CHAPTER}/{CHAPTER}.py; ls {REPO}; ls {tc.homes / bo}; "
+        f"ls {tc.course()}; ls {tc.exchange}/picotorch/inbound; "
+        f"cat {tc.state}/jupyterhub.sqlite {tc.state}/jupyterhub.log > /dev/null; echo end-of-checks")
+    assert ana in [line.strip() for line in re.split(r"[\r\n]|\x1b\[\?2004l", out)], out
+    assert "/tmp/course-hub-tests/runtime/src/course/__init__.py" in out, out
+    assert out.count("Permission denied") == 7, out
+    # the server's own token (in every process of the student's server) opens nothing of the others'
+    api = "curl -s -H \"Authorization: token $JUPYTERHUB_API_TOKEN\""
+    out = student.terminal(f"{api} {url}hub/api/users; echo; for u in services/grader/ user/$(echo {bo[:-2]})"
+                           f"{bo[-2:]}/api/contents; do {api} -L -o /dev/null -w 'status:%{{http_code}}\\n' "
+                           f"{url}$u; done")
+    assert not re.search(rf'"name":\s*"{bo}"', out) and bo not in out, out
+    codes = re.findall(r"status:(\d+)", out)  # bo's server refuses ana's token (or, stopped, the hub answers)
+    assert len(codes) == 2 and codes[0] == "403" and codes[1] in ("403", "404"), out
+    assert student.http.get(f"{url}user/{ana}/formgrader", timeout=30).status_code == 404
+    assert student.http.get(f"{url}services/grader/", timeout=30).status_code == 403
+    assert student.http.get(f"{url}user/{bo}/api/contents", timeout=30).status_code in (403, 404)
+    # the grader page's button and its files, asked for directly: refused for a student
+    xsrf = student.http.cookies.get("_xsrf", path="/services/grader/") or ""
+    pressed = student.http.post(f"{url}services/grader/", data={"action": "grade", "chapter": CHAPTER,
+                                                                 "_xsrf": xsrf}, timeout=30)
+    assert pressed.status_code == 403, (pressed.status_code, pressed.text[:300])
+    for what in ("class.csv", "report"):
+        assert student.http.get(f"{url}services/grader/files/{CHAPTER}/{what}", timeout=30).status_code == 403
 
-            teacher = HubUser(url, tc.instructor, tc.passwords[tc.instructor])
-            teacher.start_server()
-            assert teacher.http.get(f"{url}user/{tc.instructor}/formgrader", timeout=60).status_code == 200
-            page = teacher.http.get(f"{url}services/grader/", timeout=30)
-            assert page.status_code == 200 and "Grader: picotorch" in page.text
-        for name in [tc.instructor, *tc.students]:
-            left = subprocess.run(["ps", "-u", name, "-o", "pid="], capture_output=True, text=True).stdout.split()
-            assert not left, f"{name} still has processes after the hub stopped: {left}"
-        log = (tc.state.parent / "make-hub.log").read_text()
-        assert "hub: stopped" in log, log[-2000:]
-        assert _mode(REPO) == mode, "stopping the hub must give the repository back its mode"
-        assert "back its mode" in log or not mode & 0o007, log[-2000:]
-    finally:
-        cleanup(tc)
+    teacher = HubUser(url, tc.instructor, tc.passwords[tc.instructor])
+    teacher.start_server()
+    assert teacher.http.get(f"{url}user/{tc.instructor}/formgrader", timeout=60).status_code == 200
+    page = teacher.http.get(f"{url}services/grader/", timeout=30)
+    assert page.status_code == 200 and "Grader: picotorch" in page.text
+
+
+def the_hub_stopped_everything_it_started(tc, mode: int) -> None:
+    """After `make hub` stopped: no process of the class's accounts left, the stop logged, and the repository
+    given back the mode it had before the hub closed it."""
+    for name in [tc.instructor, *tc.students]:
+        left = subprocess.run(["ps", "-u", name, "-o", "pid="], capture_output=True, text=True).stdout.split()
+        assert not left, f"{name} still has processes after the hub stopped: {left}"
+    log = (tc.state.parent / "make-hub.log").read_text()
+    assert "hub: stopped" in log, log[-2000:]
+    assert _mode(REPO) == mode, "stopping the hub must give the repository back its mode"
+    assert "back its mode" in log or not mode & 0o007, log[-2000:]
