@@ -313,6 +313,22 @@ for_random_inputs(random_windows, 40)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### The convolution explorer
+#
+# Choose an input, a kernel, a stride, a padding and a dilation, and slide
+# the window with the first button. The padded image shows the window's
+# taps (the receptive field of one output pixel); the im2col matrix below
+# it names, in each entry, the storage cell it copies. Pick a row of the
+# matrix: the cells it reads are evenly spaced in the storage — a row is a
+# strided view too. It runs on torch's `F.unfold`, and compares your
+# `unfold` with it once your cell above runs.
+
+# %%
+from course.widgets.conv_explorer import explore
+
+explore(unfold, from_torch)
+
+# %% [markdown]
 # ## 3. Convolution = windows × weights
 #
 # `conv2d(input, weight, bias, stride, padding, dilation, groups)` with `input`
