@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 MAX_CHANNELS, MAX_SIDE, MAX_KERNEL = 3, 10, 4
 TAP, ROW, BOTH = "#ffb000", "#9fd0ff", "#c9a0ff"  # the window's cells, the row's cells, cells in both
-_CELL = "border:1px solid #999;padding:1px 4px;text-align:center;min-width:1.6em;font-size:12px"
+_CELL = "border:1px solid #999;padding:0 3px;text-align:center;min-width:1.5em;font-size:11px"
+PAD = "·"  # a zero of the padding, in the image and in the matrix (a 0 would read as storage position 0)
 
 
 class ArgumentError(ValueError):
@@ -204,7 +205,9 @@ class ConvExplorer:
             ok = s["yours"] == "same"
             text = "your unfold gives the same matrix ✓" if ok else escape(s["yours"]) + " ✗"
             parts.append(f"<p style='color:{'#1a7f37' if ok else '#cf222e'}'>{text}</p>")
-        parts += [self._image_html(s), self._output_html(s), self._storage_html(s), self._matrix_html(s)]
+        parts += [f"<table><tr><td style='vertical-align:top;padding-right:24px'>{self._image_html(s)}</td>"
+                  f"<td style='vertical-align:top'>{self._output_html(s)}</td></tr></table>",
+                  self._storage_html(s), self._matrix_html(s)]
         self.html.value = "".join(parts)
 
     def _image_html(self, s) -> str:
@@ -221,14 +224,15 @@ class ConvExplorer:
                     position = (ch * h + y) * w + x if inside else None
                     colour = _colour((ch, y, x) in taps, position in row_cells)
                     colour = colour or ("#eee" if not inside else "")
-                    label = position if inside else "0"
+                    label = position if inside else PAD
                     cls = "tap" if (ch, y, x) in taps else ("pad" if not inside else "pixel")
                     line.append(f"<td class='{cls}' style='{_CELL};background:{colour}'>{label}</td>")
                 cells.append("<tr>" + "".join(line) + "</tr>")
             tables.append(f"<td style='vertical-align:top;padding-right:12px'><small>channel {ch}</small>"
                           f"<table style='border-collapse:collapse' class='conv-image'>{''.join(cells)}</table></td>")
-        return ("<p><b>the padded input</b> (grey: padding; orange: the window's taps, its receptive field; "
-                "blue: what the selected matrix row reads)</p><table><tr>" + "".join(tables) + "</tr></table>")
+        return ("<p><b>the padded input</b> (grey ·: a zero of the padding; orange: the window's taps, its "
+                "receptive field; blue: what the selected matrix row reads)</p><table><tr>" + "".join(tables)
+                + "</tr></table>")
 
     def _output_html(self, s) -> str:
         rows = []
@@ -261,11 +265,11 @@ class ConvExplorer:
             line = [f"<th style='font-size:10px;text-align:right'>c{r // (kh * kw)} ({r // kw % kh},{r % kw})</th>"]
             for k, position in enumerate(self.matrix[r]):
                 colour = _colour(k == s["column"], r == s["row"]) or ("#eee" if position is None else "")
-                line.append(f"<td style='{_CELL};background:{colour}'>{'0' if position is None else position}</td>")
+                line.append(f"<td style='{_CELL};background:{colour}'>{PAD if position is None else position}</td>")
             body.append("<tr>" + "".join(line) + "</tr>")
         return (f"<p><b>the im2col matrix</b> <code>F.unfold(x, {s['kernel']}, {s['dilation']}, {s['padding']}, "
                 f"{s['stride']})[0]</code>, {rows_n} × {cols_n}: column = window, row = (channel, tap); each entry "
-                "the storage position it copies, 0 for the padding</p>"
+                "the storage position it copies, · a zero of the padding</p>"
                 "<table style='border-collapse:collapse' class='conv-matrix'>" + head + "</tr>" + "".join(body)
                 + "</table>")
 
