@@ -1166,8 +1166,8 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
 # Torch's own fallback on the GPU is what you built on the CPU:
 # `slow_conv2d_forward` in [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu)
 # copies each image's windows into the im2col matrix with a kernel, then
-# multiplies it by the weight with one GEMM. (cuDNN, which `_convolution`
-# prefers when it can, has faster algorithms of its own.)
+# multiplies it by the weight, one GEMM per image. (cuDNN, which
+# `_convolution` prefers when it can, has faster algorithms of its own.)
 #
 # On a device the windows cannot stay a view: the matmul kernel wants a
 # matrix. So a kernel **writes** the matrix `cols` of `F.unfold`, shape
