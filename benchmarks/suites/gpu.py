@@ -13,6 +13,8 @@ target beside it:
     tiled matmul 4096^3 float32, TF32 off      >= 25 %   (torch: cuBLAS)
     register-blocked matmul, the same          >= 50 %
     softmax over the rows of 4096 x 4096       >= 50 %
+    conv2d, batch 64, 16 -> 32 channels, 3x3, padding 1, 28x28: chapter 07's im2col kernel and chapter 05's
+        matmul per image, against torch's (cuDNN), and the im2col launch alone against F.unfold: reported
 
 GPU only. Without a GPU (and cupy) the suite says so and measures nothing: the emulator's times say
 nothing about a GPU's (benchmarks/suites/gpu_kernels_smoke.py measures what the emulator costs).
@@ -139,8 +141,35 @@ def measure(device: str, size: int, n: int, backend=None) -> list[dict]:
         case(f"matmul {kind}", lambda launch=launch: launch(c, a, bm), lambda: torch.matmul(a, bm, out=c),
              lambda launch=launch: (launch(c, a, bm), torch.testing.assert_close(c, reference, rtol=0, atol=bound)),
              number=number, shape=f"{size}^3")
+    conv_case(case, b, device, on_gpu)
     for r in records:
         if r["case"].startswith("matmul"):
             r["ours_tflops"] = round(flops / r["ours_s"] / 1e12, 3)
             r["torch_tflops"] = round(flops / r["baseline_s"] / 1e12, 3)
     return records
+
+
+def conv_case(case, b, device: str, on_gpu: bool) -> None:
+    """Chapter 07's convolution on the device (its im2col kernel, then chapter 05's matmul per image) against
+    torch's F.conv2d, and the im2col launch alone against F.unfold; on the emulator, smaller."""
+    import torch
+    import torch.nn.functional as F
+
+    try:
+        conv = importlib.import_module("picotorch.ch07_conv")
+    except ImportError:
+        return  # (a reference built before chapter 07)
+    n, c, o, side = (64, 16, 32, 28) if on_gpu else (2, 4, 8, 10)
+    x, w, bias = torch.randn(n, c, side, side, device=device), torch.randn(o, c, 3, 3, device=device), torch.randn(o, device=device)
+    cols = torch.empty(n, c * 9, side * side, device=device)
+    shape = f"{n}x{c}x{side}x{side}, 3x3, padding 1"
+    case("im2col", lambda: conv.launch_im2col(cols, x, 3, 1, 1, 1), lambda: F.unfold(x, 3, 1, 1, 1),
+         lambda: torch.testing.assert_close(cols, F.unfold(x, 3, 1, 1, 1), rtol=0, atol=0), shape=shape)
+    where = device if on_gpu else "emu"
+    xs, ws, bs = (b.wrap_torch(t, where) for t in (x, w, bias))
+    bound = (9 * c + 1) * torch.finfo().eps * F.conv2d(x.abs(), w.abs(), bias.abs(), padding=1).max().item()
+    case(f"conv2d {c}->{o} (im2col + matmul per image)", lambda: conv.conv2d(xs, ws, bs, padding=1),
+         lambda: F.conv2d(x, w, bias, padding=1),
+         lambda: torch.testing.assert_close(conv.conv2d(xs, ws, bs, padding=1).to_torch(),
+                                            F.conv2d(x, w, bias, padding=1), rtol=0, atol=bound),
+         number=2, shape=shape)

@@ -313,6 +313,22 @@ for_random_inputs(random_windows, 40)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### The convolution explorer
+#
+# Choose an input, a kernel, a stride, a padding and a dilation, and slide
+# the window with the first button. The padded image shows the window's
+# taps (the receptive field of one output pixel); the im2col matrix below
+# it names, in each entry, the storage cell it copies. Pick a row of the
+# matrix: the cells it reads are evenly spaced in the storage — a row is a
+# strided view too. It runs on torch's `F.unfold`, and compares your
+# `unfold` with it once your cell above runs.
+
+# %%
+from course.widgets.conv_explorer import explore
+
+explore(unfold, from_torch)
+
+# %% [markdown]
 # ## 3. Convolution = windows × weights
 #
 # `conv2d(input, weight, bias, stride, padding, dilation, groups)` with `input`
@@ -1141,6 +1157,261 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d"]
+
+# %% [markdown]
+# ## 8. On the device
+#
+# Chapter 05's backend has no convolution yet: `conv2d` on an `emu` (or
+# `cuda`) tensor reaches the `CUDA` key, finds no kernel there, and says so.
+# Torch's own fallback on the GPU is what you built on the CPU:
+# `slow_conv2d_forward` in [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu)
+# copies each image's windows into the im2col matrix with a kernel, then
+# multiplies it by the weight, one GEMM per image. (cuDNN, which
+# `_convolution` prefers when it can, has faster algorithms of its own.)
+#
+# On a device the windows cannot stay a view: the matmul kernel wants a
+# matrix. So a kernel **writes** the matrix `cols` of `F.unfold`, shape
+# `(N, C·kH·kW, L)`, contiguous. One thread per window position
+# `(n, c, i, j)` — `N·C·H_out·W_out` of them, in a grid-stride loop — copies
+# its window's `kH·kW` taps into column `i·W_out + j`, rows `c·kH·kW + p·kW + q`:
+#
+# ```
+# cols[n, c·kH·kW + p·kW + q, i·W_out + j] = x[n, c, i·sH − pH + p·dH, j·sW − pW + q·dW]
+# ```
+#
+# **Padding is a bounds check**, not a copy: a tap whose row or column falls
+# outside the image is written as 0 and never read. (On the emulator, a read
+# outside `x` stops the launch and names your line.) `x` comes in any layout:
+# read it through its strides `sN, sC, sH, sW`, as the window view did.
+#
+# Write the body of `im2col<T>`, and `launch_im2col(cols, x, kernel_size,
+# dilation=1, padding=0, stride=1, max_blocks=MAX_BLOCKS)` for a 4-D torch
+# tensor `x` and a contiguous `cols`: `launch_1d` for one thread per window
+# position (at most `max_blocks` blocks), no launch when there is nothing to
+# do, the kernel of `x`'s C type (`IM2COL("im2col", C_TYPES[x.dtype])`), every
+# integer as `np.int64`.
+#
+# **The least memory traffic.** Each element of `cols` is written once; each
+# pixel is read once per window that covers it; padding is never read. The
+# emulator counts every access of your one launch, and the tests compare the
+# counts with exactly that.
+#
+# Real PyTorch: `im2col_kernel` in [`im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh)
+# is this kernel, for one contiguous image: one thread per `(c, h_out, w_out)`,
+# a loop over the taps, the same bounds check. Its `col2im_kernel`, beside
+# it, is the backward (one thread per pixel, summing the windows over it):
+# here the backward on a device is not written, and says so.
+
+# %% reference=true
+# What this section takes from chapter 05: its kernel API and launch geometry, the CUDA key's registration, the
+# backend's allocation, fill, copy and matmul launchers.
+from picotorch import (C_TYPES, MATMULS, MAX_BLOCKS, USE, Kernels, copy_into, cuda_source, empty_on, float32, float64,
+                       launch_1d, launch_fill, register_cuda_kernel)
+
+# %% solution="ex_device" reference=true
+IM2COL = Kernels(cuda_source(r"""
+template <typename T>
+__global__ void im2col(T* cols, const T* x, long long N, long long C, long long H, long long W,
+                       long long sN, long long sC, long long sH, long long sW, long long kH, long long kW,
+                       long long dH, long long dW, long long pH, long long pW, long long strideH,
+                       long long strideW, long long Hout, long long Wout) {
+    ### BEGIN SOLUTION
+    long long L = Hout * Wout, windows = N * C * L;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < windows;
+         index += (long long)blockDim.x * gridDim.x) {
+        long long j = index % Wout, i = index / Wout % Hout, c = index / L % C, n = index / L / C;
+        const T* image = x + n * sN + c * sC;
+        T* column = cols + (n * C + c) * kH * kW * L + i * Wout + j;  // row c*kH*kW, column i*Wout + j
+        for (long long p = 0; p < kH; ++p)
+            for (long long q = 0; q < kW; ++q) {
+                long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;
+                column[(p * kW + q) * L] = (h >= 0 && h < H && w >= 0 && w < W) ? image[h * sH + w * sW] : T(0);
+            }
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_im2col(cols: torch.Tensor, x: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1,
+                  max_blocks: int = MAX_BLOCKS) -> None:
+    """cols (N, C*kH*kW, L), contiguous = F.unfold(x, ...) for a 4-D x in any layout, on x's device."""
+    ### BEGIN SOLUTION
+    (kh, kw), (dh, dw) = pair(kernel_size, "kernel_size"), pair(dilation, "dilation")
+    (ph, pw), (sh, sw) = pair(padding, "padding"), pair(stride, "stride")
+    n, c, h, w = x.shape
+    ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
+    geometry = launch_1d(n * c * ho * wo, max_blocks=max_blocks)
+    if geometry is not None:
+        sizes = (n, c, h, w, *x.stride(), kh, kw, dh, dw, ph, pw, sh, sw, ho, wo)
+        IM2COL("im2col", C_TYPES[x.dtype])(*geometry, (cols, x, *(np.int64(v) for v in sizes)))
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The next cell registers your kernel's use for the `CUDA` key, as
+# `slow_conv2d_forward` does: `convolution` is one im2col launch, then one
+# launch of chapter 05's matmul (`MATMULS[USE["matmul"]]`) per image and
+# group, then the bias by the backend's elementwise add. `constant_pad_nd`
+# (which `"same"` padding with an even kernel calls) gets a device kernel too:
+# a fill, then a copy into the middle.
+
+# %% reference=true
+@register_cuda_kernel("convolution")
+def convolution_cuda(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int) -> Tensor:
+    """conv2d on the device: im2col (your kernel), a matmul per image and group, the bias added."""
+    if input.dtype not in (float32, float64):
+        raise RuntimeError(f"picotorch's CUDA backend convolves float32 and float64 tensors, not {input.dtype.name}")
+    stride, padding, dilation = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    (n, c, h, w), (o, cg, kh, kw) = input.shape, weight.shape
+    ho, wo = (conv_output_size(h, kh, stride[0], padding[0], dilation[0]),
+              conv_output_size(w, kw, stride[1], padding[1], dilation[1]))
+    cols = empty_on((n, c * kh * kw, ho * wo), input.dtype, input.device).to_torch()
+    out = empty_on((n, o, ho, wo), input.dtype, input.device)
+    launch_im2col(cols, input.to_torch(), (kh, kw), dilation, padding, stride)
+    filters = weight.contiguous().to_torch().reshape(groups, o // groups, cg * kh * kw)
+    rows, result = cols.view(n, groups, cg * kh * kw, ho * wo), out.to_torch().view(n, groups, o // groups, ho * wo)
+    if ho * wo:
+        for image, group in np.ndindex(n, groups):  # out[image, group] (O/G, L) = filters (O/G, K) @ cols (K, L)
+            MATMULS[USE["matmul"]](result[image, group], filters[group], rows[image, group])
+    return out if bias is None else out + bias.reshape(1, o, 1, 1)
+
+
+@register_cuda_kernel("constant_pad_nd")
+def constant_pad_cuda(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
+    """F.pad's constant mode on the device: a new tensor full of `value`, x's overlap copied into its middle."""
+    shape, inside, source = list(x.shape), [slice(None)] * x.dim(), [slice(None)] * x.dim()
+    for i in range(len(pads) // 2):
+        d, before, after = x.dim() - 1 - i, pads[2 * i], pads[2 * i + 1]
+        shape[d] = x.shape[d] + before + after
+        inside[d] = slice(max(before, 0), max(before, 0) + x.shape[d] - max(-before, 0) - max(-after, 0))
+        source[d] = slice(max(-before, 0), x.shape[d] - max(-after, 0))
+    out = empty_on(tuple(shape), x.dtype, x.device)
+    launch_fill(out.to_torch(), value)
+    if out.numel() and x.numel():
+        copy_into(out[tuple(inside)], x[tuple(source)])
+    return out
+
+
+# %% tests="ex_device" points=3
+from course.cuda.status import gpu_available, recording
+from picotorch import wrap_torch
+
+ON_GPU = gpu_available()
+CONV_DEVICE = "cuda" if ON_GPU else "emu"   # the picotorch device of these tests (emu: chapter 05's emulator)
+TORCH_DEVICE = "cuda" if ON_GPU else "cpu"  # where their torch tensors live (an emu tensor's memory is the CPU's)
+torch.backends.cudnn.allow_tf32 = False     # torch's GPU convolution in full float32, as yours
+torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def on_device(t: torch.Tensor) -> torch.Tensor:
+    """t's values with t's exact layout (strides, offset), in new memory on TORCH_DEVICE."""
+    whole = t.detach().as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+    return whole.to(TORCH_DEVICE, copy=True).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def expect_im2col(x: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1, what="", max_blocks=MAX_BLOCKS):
+    """launch_im2col into a poisoned cols against F.unfold; on the emulator, its one launch's memory accesses."""
+    x = on_device(x)
+    args = f"kernel_size={kernel_size}, dilation={dilation}, padding={padding}, stride={stride}"
+    name = f"launch_im2col(cols, x, {args}{', max_blocks=%d' % max_blocks if max_blocks != MAX_BLOCKS else ''})"
+    what = f"{name} for x: {describe(x)} on {TORCH_DEVICE}{what}"
+    expected = F.unfold(x, kernel_size, dilation, padding, stride)
+    cols = torch.full(expected.shape, float("nan"), dtype=x.dtype, device=TORCH_DEVICE)
+    with recording() as launches, compare.labelled(what):
+        launch_im2col(cols, x, kernel_size, dilation, padding, stride, max_blocks)
+    if bool(cols.isnan().any()):
+        missed = cols.isnan().nonzero()[0].tolist()
+        raise AssertionError(f"{what}: {int(cols.isnan().sum())} of the {cols.numel()} elements of cols were never "
+                             f"written, the first at {missed}: a window or a tap of it missed (is there a grid-stride "
+                             f"loop over every window?){inputs.replay_hint()}")
+    compare.assert_matches(cols, expected, what, exact=True)
+    if len(launches) != (1 if expected.numel() else 0):
+        raise AssertionError(f"{what}: {len(launches)} launches; im2col is one launch (none when cols is empty)")
+    if launches and not ON_GPU:  # the emulator counted every access: compare with the least there can be
+        counts, taps = launches[0].counts, int(F.unfold(torch.ones_like(x), kernel_size, dilation, padding, stride).sum())
+        compare.assert_equal(counts.global_stores, cols.numel(),
+                             f"{what}: the global stores (each element of cols written once)")
+        compare.assert_equal(counts.global_loads, taps,
+                             f"{what}: the global loads (each pixel read once per window over it, padding never)")
+
+
+def expect_conv_on_device(x: torch.Tensor, w: torch.Tensor, b=None, what="", **kwargs) -> None:
+    """conv2d on CONV_DEVICE tensors (with x's layout) against torch's F.conv2d in float64: values, and the device."""
+    x, w, b = on_device(x), on_device(w), None if b is None else on_device(b)
+    call = f"conv2d(x, w, {'b' if b is not None else 'None'}, " + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    what = f"{call}) for x: {describe(x)}, w: {describe(w)} on '{CONV_DEVICE}'{what}"
+    with compare.labelled(what):
+        got = conv2d(wrap_torch(x, CONV_DEVICE), wrap_torch(w, CONV_DEVICE),
+                     None if b is None else wrap_torch(b, CONV_DEVICE), **kwargs)
+    compare.assert_equal(str(got.device), str(wrap_torch(x, CONV_DEVICE).device), f"{what}: the result's device")
+    b64 = None if b is None else b.double()
+    expected = F.conv2d(x.double(), w.double(), b64, **kwargs)
+    # a sum of K products (and the bias) lands within (K + 1) * eps * (the sum of their sizes) of the exact one
+    k = w.shape[1] * w.shape[2] * w.shape[3] + 1
+    sizes = F.conv2d(x.double().abs(), w.double().abs(), None if b is None else b64.abs(), **kwargs)
+    bound = k * torch.finfo(x.dtype).eps * float(sizes.max()) + torch.finfo(x.dtype).tiny
+    compare.assert_matches(got, expected.to(x.dtype), what, rtol=0, atol=bound)
+
+
+torch.manual_seed(7)
+x = torch.randn(2, 3, 5, 6)
+expect_im2col(x, 3)
+expect_im2col(x, (2, 3), stride=(2, 1), what=" (stride (2, 1))")
+expect_im2col(x, 3, padding=1, what=" (padding 1: the zeros of the padding are written, never read)")
+expect_im2col(x, 2, padding=(2, 1), stride=3, what=" (padding (2, 1), stride 3)")
+expect_im2col(x, 2, dilation=2, what=" (dilation 2: the taps two pixels apart)")
+expect_im2col(x, (3, 2), dilation=(2, 1), padding=(1, 2), stride=(1, 2), what=" (dilation (2, 1), padding, stride)")
+expect_im2col(x.transpose(2, 3), 2, what=" (a transposed x: read it through its strides)")
+expect_im2col(x[:, ::2, :, 1:], 2, padding=1, what=" (x sliced with a step and an offset)")
+expect_im2col(x.double(), 3, padding=1, what=" (float64)")
+expect_im2col(torch.randn(3, 4, 9, 8), 3, padding=1, max_blocks=2,
+              what=" (a grid of 2 blocks for 864 windows: each thread takes several, a grid-stride loop)")
+expect_im2col(x[:0], 3, what=" (an empty batch: no launch)")
+w, b = torch.randn(6, 3, 3, 3), torch.randn(6)
+expect_conv_on_device(x, w, b)
+expect_conv_on_device(x, w, stride=2, padding=1, what=" (stride 2, padding 1, no bias)")
+expect_conv_on_device(x, w, b, dilation=(2, 1), padding=(2, 1), what=" (dilation (2, 1))")
+expect_conv_on_device(torch.randn(2, 4, 5, 6), torch.randn(6, 2, 2, 3), b, groups=2,
+                      what=" (groups 2: one matmul per image and group)")
+expect_conv_on_device(x, torch.randn(6, 3, 2, 2), b, padding="same",
+                      what=" (padding 'same' with an even kernel: the device's constant_pad_nd)")
+expect_conv_on_device(x.transpose(2, 3), w, b, what=" (a transposed input)")
+expect_conv_on_device(x[0], w, b, what=" (a 3-D input)")
+expect_conv_on_device(x.double(), w.double(), b.double(), what=" (float64)")
+with recording() as launches:
+    conv2d(wrap_torch(on_device(x), CONV_DEVICE), wrap_torch(on_device(w), CONV_DEVICE))
+names = [launch.kernel.split("<")[0] for launch in launches]
+if names.count("im2col") != 1:
+    raise AssertionError(f"conv2d of a (2, 3, 5, 6) x on '{CONV_DEVICE}' launched {names}: im2col is one launch")
+print(f"conv2d of x (2, 3, 5, 6) by w (6, 3, 3, 3) on '{CONV_DEVICE}': {len(names)} launches, {', '.join(names)}")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_im2col(draw):
+    n, c, h, w = draw(1, 3), draw(1, 3), draw(1, 8), draw(1, 8)
+    x = draw.noncontiguous(draw.randn((n, c, h, w), dtype=draw.choice([torch.float32, torch.float64])))
+    (kh, kw), (dh, dw) = (draw(1, 3), draw(1, 3)), (draw(1, 2), draw(1, 2))
+    (ph, pw), (sh, sw) = (draw(0, 2), draw(0, 2)), (draw(1, 3), draw(1, 3))
+    if h + 2 * ph < dh * (kh - 1) + 1 or w + 2 * pw < dw * (kw - 1) + 1:
+        return
+    expect_im2col(x, (kh, kw), (dh, dw), (ph, pw), (sh, sw), max_blocks=draw.choice([1, 3, MAX_BLOCKS]))
+
+
+def random_conv_on_device(draw):
+    groups = draw.choice([1, 1, 2])
+    n, c, o, kh, kw = draw(1, 2), groups * draw(1, 2), groups * draw(1, 3), draw(1, 3), draw(1, 3)
+    x = draw.noncontiguous(draw.randn((n, c, draw(kh + 2, 7), draw(kw + 2, 7))))
+    kwargs = dict(groups=groups, stride=(draw(1, 2), draw(1, 2)), padding=(draw(0, 1), draw(0, 2)),
+                  dilation=(draw(1, 2), draw(1, 1)))
+    expect_conv_on_device(x, draw.randn((o, c // groups, kh, kw)), draw.randn((o,)) if draw.coin() else None, **kwargs)
+
+
+for_random_inputs(random_im2col, 12)
+for_random_inputs(random_conv_on_device, 6)
+### END HIDDEN TESTS
+
+# %% reference=true
+__all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda"]
 
 # %% [markdown]
 # ## Check your work

@@ -74,6 +74,30 @@ ALTERNATIVES = {
     np.add.at(sums, (np.arange(n * c)[:, None], where), g)
     return from_numpy(sums.reshape(n, c, h, w))""")),
     },
+    "im2col with one thread per element of the matrix (no loop over the taps), the launch from cols' size": {
+        "ex_device": _rewrite("ex_device", ("""    long long L = Hout * Wout, windows = N * C * L;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < windows;
+         index += (long long)blockDim.x * gridDim.x) {
+        long long j = index % Wout, i = index / Wout % Hout, c = index / L % C, n = index / L / C;
+        const T* image = x + n * sN + c * sC;
+        T* column = cols + (n * C + c) * kH * kW * L + i * Wout + j;  // row c*kH*kW, column i*Wout + j
+        for (long long p = 0; p < kH; ++p)
+            for (long long q = 0; q < kW; ++q) {
+                long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;
+                column[(p * kW + q) * L] = (h >= 0 && h < H && w >= 0 && w < W) ? image[h * sH + w * sW] : T(0);
+            }
+    }""", """    long long total = N * C * kH * kW * Hout * Wout;
+    long long step = (long long)blockDim.x * gridDim.x;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += step) {
+        long long column = e % (Hout * Wout), row = e / (Hout * Wout) % (C * kH * kW), n = e / (Hout * Wout * C * kH * kW);
+        long long c = row / (kH * kW), p = row / kW % kH, q = row % kW;
+        long long h = column / Wout * strideH - pH + p * dH;
+        long long w = column % Wout * strideW - pW + q * dW;
+        bool inside = 0 <= h && h < H && 0 <= w && w < W;
+        cols[e] = inside ? x[n * sN + c * sC + h * sH + w * sW] : (T)0;
+    }"""), ("""    geometry = launch_1d(n * c * ho * wo, max_blocks=max_blocks)""",
+            """    geometry = launch_1d(cols.numel(), threads=128, max_blocks=max_blocks)""")),
+    },
     "Conv2d's repr from a list of the non-default fields": {
         "ex_layers": _rewrite("ex_layers", ("""        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0, 0):

@@ -115,6 +115,38 @@ MUTANTS = {
             "kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding)",
             "kernel, steps, pads, _ = pool_arguments(t, kernel_size, 1 if stride is None else stride, padding)")),
     },
+    "ex_device": {
+        "the taps' index without the dilation (the taps side by side)": _wrong("ex_device", (
+            "long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;",
+            "long long h = i * strideH - pH + p, w = j * strideW - pW + q;")),
+        "no bounds check for the padding (the padding read from outside the image)": _wrong("ex_device", (
+            "column[(p * kW + q) * L] = (h >= 0 && h < H && w >= 0 && w < W) ? image[h * sH + w * sW] : T(0);",
+            "column[(p * kW + q) * L] = image[h * sH + w * sW];")),
+        "the bounds check only at the far edges (a negative row or column read before the image)": _wrong("ex_device", (
+            "(h >= 0 && h < H && w >= 0 && w < W)", "(h < H && w < W)")),
+        "no grid-stride loop: one window per thread, the windows past the grid never copied": {
+            "code": _wrong("ex_device", (
+                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < windows;
+         index += (long long)blockDim.x * gridDim.x) {""",
+                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (index < windows) {""")),
+            "shows": "grid-stride"},
+        "x read as contiguous (its offsets from the shape, not from its strides)": _wrong("ex_device", (
+            "const T* image = x + n * sN + c * sC;", "const T* image = x + (n * C + c) * H * W;"),
+            ("image[h * sH + w * sW]", "image[h * W + w]")),
+        "the padding not subtracted: the windows start at i * stride of the padded image, read unpadded": _wrong(
+            "ex_device", ("long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;",
+                          "long long h = i * strideH + p * dH, w = j * strideW + q * dW;")),
+        "the rows ordered (kH, kW, C) instead of (C, kH, kW)": _wrong("ex_device", (
+            "T* column = cols + (n * C + c) * kH * kW * L + i * Wout + j;", "T* column = cols + (n * kH * kW * C + c) * L + i * Wout + j;"),
+            ("column[(p * kW + q) * L]", "column[(p * kW + q) * C * L]")),
+        "the launch counts the windows without the padding": _wrong("ex_device", (
+            "ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)",
+            "ho, wo = conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)")),
+        "the launch passes the stride as (width, height)": _wrong("ex_device", ("ph, pw, sh, sw, ho, wo)", "ph, pw, sw, sh, ho, wo)")),
+        "an empty batch still launched (launch_1d's None unpacked)": _wrong("ex_device", (
+            "    if geometry is not None:\n", "    if True:\n")),
+    },
     "ex_layers": {
         "the bias initialised with fan_in = in_channels (the kernel's size left out)": _wrong("ex_layers", (
             "fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]", "fan_in = self.weight.shape[1]")),

@@ -1,0 +1,57 @@
+"""Chapter 07's convolution on the device outside the notebook: its im2col kernel compiled for sm_90 by a GPU
+compiler (no C library there, unlike the emulator's g++), and, marked gpu (skipped, never passed, without one),
+the kernel and conv2d on torch.cuda memory against torch.cuda, a batch that needs the grid-stride loop included.
+The emulator's path, with its counts of loads and stores against the least there can be, is the notebook's."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course.cuda import compile_check
+from course.cuda.status import gpu_available
+from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
+
+
+@pytest.fixture(scope="module")
+def conv(reference_picotorch):
+    return importlib.import_module("picotorch.ch07_conv")
+
+
+def test_the_im2col_kernel_compiles_for_sm_90_without_spills(conv):
+    report = compile_check(conv.IM2COL.source, ["im2col<float>", "im2col<double>"], arch="sm_90")
+    if not report.ran:
+        pytest.skip(f"no GPU compiler (NVRTC or nvcc) here: {report.reason} (not counted as passed)")
+    assert report.ok, str(report)
+    assert not [str(k) for k in report.kernels if k.spills or k.stack_bytes], str(report)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU with cupy here: not run (not counted as passed)")
+class TestConvOnTheGpu:
+    @pytest.mark.parametrize("shape,args", [
+        ((2, 3, 9, 8), (3, 1, 1, 1)),
+        ((1, 2, 11, 7), ((2, 3), (2, 1), (1, 2), (1, 2))),
+        ((64, 16, 28, 28), (3, 1, 1, 1)),  # 802,816 windows, more threads than a grid of MAX_BLOCKS has
+    ])
+    def test_im2col_matches_f_unfold_on_cuda(self, conv, shape, args):
+        x = torch.randn(shape, device="cuda").transpose(2, 3)
+        want = F.unfold(x, *args)
+        cols = torch.full(want.shape, float("nan"), device="cuda")
+        conv.launch_im2col(cols, x, *args)
+        torch.testing.assert_close(cols, want, rtol=0, atol=0)
+
+    @pytest.mark.parametrize("kwargs", [dict(padding=1), dict(stride=2, dilation=(2, 1)), dict(groups=2),
+                                        dict(padding="same")])
+    def test_conv2d_on_cuda_tensors_matches_torch_cuda(self, reference_picotorch, conv, kwargs):
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        x, b = torch.randn(8, 4, 13, 12, device="cuda"), torch.randn(6, device="cuda")
+        w = torch.randn(6, 4 // kwargs.get("groups", 1), 2 if kwargs.get("padding") == "same" else 3, 3, device="cuda")
+        wrap = reference_picotorch.wrap_torch
+        got = conv.conv2d(wrap(x, "cuda"), wrap(w, "cuda"), wrap(b, "cuda"), **kwargs)
+        assert str(got.device).startswith("cuda")
+        want = F.conv2d(x.double(), w.double(), b.double(), **kwargs)
+        bound = (w[0].numel() + 1) * torch.finfo().eps * F.conv2d(x.abs(), w.abs(), b.abs(), **kwargs).max().item()
+        torch.testing.assert_close(got.to_torch(), want.float(), rtol=0, atol=bound)
