@@ -23,14 +23,17 @@ class Chapter:
 
     @property
     def text_form(self) -> Path:
+        """source/NN_name/NN_name.py, the chapter's single source of truth."""
         return self.source_dir / f"{self.id}.py"
 
     @property
     def notebook(self) -> Path:
+        """source/NN_name/NN_name.ipynb, the nbgrader source notebook the build derives."""
         return self.source_dir / f"{self.id}.ipynb"
 
     @property
     def number(self) -> int:
+        """The chapter's number (NN)."""
         return int(self.id[:2])
 
 

@@ -33,6 +33,7 @@ def _build(args) -> int:
 
 
 def main(argv=None) -> int:
+    """The `autograder` command: parse `argv` and run build, grade or report; its exit status."""
     parser = argparse.ArgumentParser(prog="autograder", description="Build and grade the course.")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="generate release/ (and the derived source files) from source/")

@@ -71,5 +71,6 @@ def quiet():
 
 
 def check(result: dict, what: str) -> None:
+    """RuntimeError with nbgrader's log unless the NbGraderAPI call `what` succeeded."""
     if not result.get("success"):
         raise RuntimeError(f"nbgrader {what} failed:\n{result.get('error') or result.get('log')}")

@@ -281,6 +281,7 @@ def unsaved_cells(nb, ran: list[str]) -> int:
 
 
 def unsaved_warning(path: Path, count: int) -> str:
+    """What check() says when the saved notebook is older than what the kernel ran (`count` cells)."""
     return (f"The saved file {path.name} is older than what this kernel ran: {count} cell(s) you ran are not in "
             f"it as they ran. check() grades the saved file, so unsaved work shows as not attempted or failed. "
             f"Save (Ctrl+S), then run check() again.")

@@ -91,7 +91,7 @@ def _copy_release(args) -> int:
 
 
 def _use_mine(args) -> int:
-    from course.own_code import use_mine
+    from course.framework_package import use_mine
 
     try:
         written = use_mine(Path(args.release), args.chapter)
@@ -104,7 +104,7 @@ def _use_mine(args) -> int:
 
 
 def _use_reference(args) -> int:
-    from course.own_code import use_reference
+    from course.framework_package import use_reference
 
     restored = use_reference(Path(args.release), args.chapter)
     print(f"{args.chapter} runs on the course's reference code"
@@ -113,6 +113,7 @@ def _use_reference(args) -> int:
 
 
 def main(argv=None) -> int:
+    """The `course` command: parse `argv` and run the subcommand; its exit status."""
     parser = argparse.ArgumentParser(prog="course", description="Check your work; choose what later chapters run on.")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="run a saved notebook in a fresh kernel and show every exercise's verdict")

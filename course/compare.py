@@ -311,6 +311,7 @@ def _shape(t) -> tuple:
 
 
 def assert_same_shape(ours, expected, what: str) -> None:
+    """Fail (naming `what`) unless `ours` has the shape of `expected`, a tensor or a shape of either framework."""
     __tracebackhide__ = True
     notes: list = []
     a, b = _plain_tensor(ours, what, notes), _plain_tensor(expected, what)
@@ -464,6 +465,7 @@ def assert_shares_memory(ours, base, what: str) -> None:
 
 
 def assert_no_shared_memory(ours, base, what: str) -> None:
+    """Fail (naming `what`) if `ours` shares storage with `base`: torch returns a copy here, not a view."""
     __tracebackhide__ = True
     _modes_off(what)
     (a, n), (b, _) = _storage_of(ours, what), _storage_of(base, what)

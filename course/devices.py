@@ -3,6 +3,7 @@ from __future__ import annotations
 
 
 def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (torch is imported only when asked)."""
     import torch  # here, not at the top: `import course` (every grader, CLI and worker process) needs no torch
     return torch.cuda.is_available()
 

@@ -129,6 +129,7 @@ def randint(low: int, high: int) -> int:
 
 
 def choice(options):
+    """One of `options`, drawn from the course's stream."""
     options = list(options)
     return options[_ask("randrange", (len(options),))]
 

@@ -60,10 +60,12 @@ def read_notebook(path: str | Path) -> nbformat.NotebookNode:
 
 
 def chapter_of(nb) -> str | None:
+    """The chapter id a course notebook names in its metadata, or None for another notebook."""
     return nb.metadata.get("course", {}).get("chapter")
 
 
 def expect_chapter(nb, chapter: str, path) -> None:
+    """NotebookError unless `nb` (read from `path`) is a notebook of chapter `chapter`."""
     found = chapter_of(nb)
     if found != chapter:
         what = f"chapter {found}" if found else "not a notebook of this course"

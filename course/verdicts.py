@@ -45,6 +45,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
+        """Whether the exercise needs nothing more: passed, or left to manual grading."""
         return self.status in (PASSED, MANUAL)
 
 

@@ -59,32 +59,32 @@ class Inbound:
     path: Path
 
 
-def as_user(s, name: str, argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+def as_user(settings, name: str, argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run `argv` as the class's account `name`, in the environment its hub server has."""
     entry = pwd.getpwnam(name)
-    role = s.roles.get(name, "student")
+    role = settings.roles.get(name, "student")
     env = {"HOME": entry.pw_dir, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8",
-           "JUPYTER_CONFIG_PATH": str(s.state / "config" / role), **runtime.environment(s.runtime)}
+           "JUPYTER_CONFIG_PATH": str(settings.state / "config" / role), **runtime.environment(settings.runtime)}
     return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv],
                           cwd=cwd or entry.pw_dir, capture_output=True, text=True)
 
 
-def course_folder(s) -> Path:
-    return s.course_dir(Path(pwd.getpwnam(s.instructor).pw_dir))
+def course_folder(settings) -> Path:
+    return settings.course_dir(Path(pwd.getpwnam(settings.instructor).pw_dir))
 
 
-def chapters(s) -> list[str]:
-    return sorted(p.name for p in (s.repo / "release").iterdir() if p.is_dir())
+def chapters(settings) -> list[str]:
+    return sorted(p.name for p in (settings.repo / "release").iterdir() if p.is_dir())
 
 
-def released(s) -> list[str]:
-    outbound = s.exchange / s.course_id / "outbound"
+def released(settings) -> list[str]:
+    outbound = settings.exchange / settings.course_id / "outbound"
     return sorted(p.name for p in outbound.iterdir() if p.is_dir()) if outbound.is_dir() else []
 
 
-def inbound(s) -> list[Inbound]:
+def inbound(settings) -> list[Inbound]:
     """Every submission in the exchange (root reads the instructor's inbound), oldest first."""
-    folder = s.exchange / s.course_id / "inbound"
+    folder = settings.exchange / settings.course_id / "inbound"
     found = []
     for entry in folder.iterdir() if folder.is_dir() else []:
         parts = entry.name.split("+")
@@ -129,11 +129,11 @@ def _stamps(entry: Path) -> list[tuple]:
     return sorted(found)
 
 
-def refuse_forged(s, chapter: str, out=print) -> dict[str, list[tuple]]:
+def refuse_forged(settings, chapter: str, out=print) -> dict[str, list[tuple]]:
     """Move every inbound entry of `chapter` that is not its named student's own out of the exchange (into
     HUB_STATE/grading/refused/, root's alone), saying why, before `nbgrader collect` runs; returns the
     stamps of the entries kept, for `changed_while_collected`."""
-    folder = s.exchange / s.course_id / "inbound"
+    folder = settings.exchange / settings.course_id / "inbound"
     kept = {}
     for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
         if not fnmatch.fnmatchcase(entry.name, f"*+{chapter}+*"):  # what nbgrader collect takes
@@ -143,9 +143,9 @@ def refuse_forged(s, chapter: str, out=print) -> dict[str, list[tuple]]:
         if why is None:
             kept[entry.name] = stamps
             continue
-        target = s.state / "grading" / "refused" / chapter / entry.name
+        target = settings.state / "grading" / "refused" / chapter / entry.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(s.state / "grading", 0o700)
+        os.chmod(settings.state / "grading", 0o700)
         shutil.rmtree(target, ignore_errors=True)
         shutil.move(str(entry), str(target))  # a link is moved as a link
         out(f"warning: refused {entry.name} from the exchange's inbound: {why}. Not collected nor graded; "
@@ -153,37 +153,38 @@ def refuse_forged(s, chapter: str, out=print) -> dict[str, list[tuple]]:
     return kept
 
 
-def changed_while_collected(s, chapter: str, kept: dict[str, list[tuple]], out=print) -> None:
+def changed_while_collected(settings, chapter: str, kept: dict[str, list[tuple]], out=print) -> None:
     """An entry that changed between the check and the end of `nbgrader collect` (a link swapped in while the
     instructor's account copied it): its student's collected copy is not graded."""
-    folder = s.exchange / s.course_id / "inbound"
+    folder = settings.exchange / settings.course_id / "inbound"
     now = [p.name for p in folder.iterdir() if fnmatch.fnmatchcase(p.name, f"*+{chapter}+*")]
     for name in sorted(set(kept) | set(now)):
         entry = folder / name
         if name in kept and not entry.is_symlink() and entry.is_dir() and _stamps(entry) == kept[name]:
             continue
         student = name.rsplit("+", 3)[0]  # changed, gone or new (not checked): collect may have copied it
-        shutil.rmtree(course_folder(s) / "submitted" / student / chapter, ignore_errors=True)
+        shutil.rmtree(course_folder(settings) / "submitted" / student / chapter, ignore_errors=True)
         out(f"warning: {name} in the exchange's inbound changed or arrived while it was being collected; "
             f"{student}'s submission is not graded this time: grade again")
 
 
-def _check_chapter(s, chapter: str) -> None:
-    if chapter not in chapters(s):
-        raise ClassroomError(f"no chapter {chapter!r} in this course; its chapters: {', '.join(chapters(s))}.")
-    if chapter not in released(s):
+def _check_chapter(settings, chapter: str) -> None:
+    if chapter not in chapters(settings):
+        raise ClassroomError(f"no chapter {chapter!r} in this course; its chapters: {', '.join(chapters(settings))}.")
+    if chapter not in released(settings):
         raise ClassroomError(f"{chapter} has not been released to the class (released: "
-                             f"{', '.join(released(s)) or 'nothing yet'}). Release it first: formgrader's Manage "
-                             f"Assignments, or `nbgrader release_assignment {chapter}` in the instructor's terminal.")
+                             f"{', '.join(released(settings)) or 'nothing yet'}). Release it first: formgrader's "
+                             f"Manage Assignments, or `nbgrader release_assignment {chapter}` in the instructor's "
+                             f"terminal.")
 
 
-def _gradebook_url(s) -> str:
-    return f"sqlite:///{course_folder(s) / 'gradebook.db'}"
+def _gradebook_url(settings) -> str:
+    return f"sqlite:///{course_folder(settings) / 'gradebook.db'}"
 
 
-def _chown_course(s) -> None:
-    entry = pwd.getpwnam(s.instructor)
-    for root, dirs, files in os.walk(course_folder(s)):
+def _chown_course(settings) -> None:
+    entry = pwd.getpwnam(settings.instructor)
+    for root, dirs, files in os.walk(course_folder(settings)):
         os.chown(root, entry.pw_uid, entry.pw_gid)
         for name in files:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
@@ -202,12 +203,12 @@ def _parse_stamp(text: str) -> datetime.datetime:
     return parse_utc(text)
 
 
-def _due_date(s, chapter: str):
+def _due_date(settings, chapter: str):
     from nbgrader.api import Gradebook, MissingEntry
-    path = course_folder(s) / "gradebook.db"
+    path = course_folder(settings) / "gradebook.db"
     if not path.exists():
         return None
-    with Gradebook(_gradebook_url(s)) as gb:
+    with Gradebook(_gradebook_url(settings)) as gb:
         try:
             return gb.find_assignment(chapter).duedate
         except MissingEntry:
@@ -235,65 +236,66 @@ class Picked:
     note: str = ""  # which submission counts, when there is a choice
 
 
-def grade(s, chapter: str, workers: int | None = None, out=print, regrade_all: bool = False) -> int:
+def grade(settings, chapter: str, workers: int | None = None, out=print, regrade_all: bool = False) -> int:
     """Collect, pick each student's submission (the late policy), grade what changed, stage feedback."""
-    _check_chapter(s, chapter)
-    _check_inbound(s, chapter, out)
-    course = course_folder(s)
-    _collect(s, chapter, course, out)
-    due, policy = _due_date(s, chapter), late_policy(s, chapter)
-    picked = _pick(s, chapter, course, due, policy)
-    work = s.state / "grading" / chapter
-    _stage_intake(s, work, chapter, picked)
-    _write_roster(s, work, picked, due, policy)
-    said = _run_autograder(s, chapter, work, workers, regrade_all, out)
-    rows = [_row(s, chapter, work, name, picked.get(name)) for name in s.students]
+    _check_chapter(settings, chapter)
+    _check_inbound(settings, chapter, out)
+    course = course_folder(settings)
+    _collect(settings, chapter, course, out)
+    due, policy = _due_date(settings, chapter), late_policy(settings, chapter)
+    picked = _pick(settings, chapter, course, due, policy)
+    work = settings.state / "grading" / chapter
+    _stage_intake(settings, work, chapter, picked)
+    _write_roster(settings, work, picked, due, policy)
+    said = _run_autograder(settings, chapter, work, workers, regrade_all, out)
+    rows = [_row(settings, chapter, work, name, picked.get(name)) for name in settings.students]
     for row in rows:
         if row["status"] != "never submitted":
             _stage_feedback(course, work, chapter, row, picked[row["student"]], due)
-    _add_students(s)
-    _chown_course(s)
-    _write_class_table(s, chapter, work, rows, due, policy, said)
-    _tell_class(s, chapter, rows, due, policy, out)
+    _add_students(settings)
+    _chown_course(settings)
+    _write_class_table(settings, chapter, work, rows, due, policy, said)
+    _tell_class(settings, chapter, rows, due, policy, out)
     return 0
 
 
-def _check_inbound(s, chapter: str, out) -> None:
-    mine = [i for i in inbound(s) if i.chapter == chapter]
-    others = sorted({i.chapter for i in inbound(s) if i.chapter != chapter})
+def _check_inbound(settings, chapter: str, out) -> None:
+    mine = [i for i in inbound(settings) if i.chapter == chapter]
+    others = sorted({i.chapter for i in inbound(settings) if i.chapter != chapter})
     if not mine:
         elsewhere = f" (the exchange holds submissions of {', '.join(others)})" if others else ""
         raise ClassroomError(f"no submissions of {chapter} in the exchange yet{elsewhere}: nothing was collected "
                              f"and nothing graded. Students submit from the Assignment List.")
-    for name in sorted({i.student for i in mine} - set(s.students)):
+    for name in sorted({i.student for i in mine} - set(settings.students)):
         out(f"warning: {name} submitted {chapter} but is not a student of the class list; not graded")
-    for name in sorted({i.student for i in inbound(s) if i.chapter not in chapters(s)}):
-        wrong = sorted({i.chapter for i in inbound(s) if i.student == name and i.chapter not in chapters(s)})
+    for name in sorted({i.student for i in inbound(settings) if i.chapter not in chapters(settings)}):
+        known = chapters(settings)
+        wrong = sorted({i.chapter for i in inbound(settings) if i.student == name and i.chapter not in known})
         out(f"warning: {name} submitted {', '.join(wrong)}, which is no chapter of this course; ignored")
 
 
 
-def _collect(s, chapter: str, course: Path, out) -> None:
-    kept = refuse_forged(s, chapter, out)  # entries not their student's own leave the inbound first
-    collected = as_user(s, s.instructor, ["nbgrader", "collect", "--update", chapter], cwd=course)
-    changed_while_collected(s, chapter, kept, out)
+def _collect(settings, chapter: str, course: Path, out) -> None:
+    kept = refuse_forged(settings, chapter, out)  # entries not their student's own leave the inbound first
+    collected = as_user(settings, settings.instructor, ["nbgrader", "collect", "--update", chapter], cwd=course)
+    changed_while_collected(settings, chapter, kept, out)
     for line in collected.stdout.splitlines() + collected.stderr.splitlines():
         if "WARNING" in line or "ERROR" in line or "cheating" in line:
-            out("nbgrader collect: " + plain(s, line.strip()))
+            out("nbgrader collect: " + plain(settings, line.strip()))
     if collected.returncode != 0:
-        raise ClassroomError(f"nbgrader collect {chapter} failed:\n{plain(s, collected.stderr.strip()[-2000:])}")
+        raise ClassroomError(f"nbgrader collect {chapter} failed:\n{plain(settings, collected.stderr.strip()[-2000:])}")
 
 
-def _pick(s, chapter: str, course: Path, due, policy: str) -> dict[str, Picked]:
+def _pick(settings, chapter: str, course: Path, due, policy: str) -> dict[str, Picked]:
     """{student: the submission to grade}. nbgrader's collect took the latest; under the on-time policy a
     student whose latest is late and who submitted before the due date gets that one instead (copied from
     the exchange into submitted/, so that formgrader shows the same)."""
     picked = {}
-    for name in s.students:
+    for name in settings.students:
         folder = course / "submitted" / name / chapter
         if not folder.is_dir():
             continue
-        mine = [i for i in inbound(s) if i.chapter == chapter and i.student == name]
+        mine = [i for i in inbound(settings) if i.chapter == chapter and i.student == name]
         late = [i for i in mine if due is not None and _parse_stamp(i.timestamp) > due]
         on_time = [i for i in mine if i not in late]
         note = f"{len(mine)} submissions: the latest counts" if len(mine) > 1 else ""
@@ -311,29 +313,29 @@ def _pick(s, chapter: str, course: Path, due, policy: str) -> dict[str, Picked]:
     return picked
 
 
-def _stage_intake(s, work: Path, chapter: str, picked: dict[str, Picked]) -> None:
+def _stage_intake(settings, work: Path, chapter: str, picked: dict[str, Picked]) -> None:
     intake = work / "intake" / "submitted"
     shutil.rmtree(work / "intake", ignore_errors=True)
     for name, p in picked.items():
         shutil.copytree(p.folder, intake / name / chapter, symlinks=True)
-    os.chmod(s.state / "grading", 0o700)
+    os.chmod(settings.state / "grading", 0o700)
 
 
-def _write_roster(s, work: Path, picked: dict[str, Picked], due, policy: str) -> None:
+def _write_roster(settings, work: Path, picked: dict[str, Picked], due, policy: str) -> None:
     """work/out/roster.json: who was late and who never submitted, for the class report (grade/report.py)."""
     roster = {"due": f"{due:%Y-%m-%d %H:%M} UTC" if due else "", "policy": policy,
-              "never_submitted": [n for n in s.students if n not in picked],
+              "never_submitted": [n for n in settings.students if n not in picked],
               "students": {n: {"late_by": p.late_by, "submitted": p.stamp, "submissions": p.count, "note": p.note}
                            for n, p in picked.items()}}
     (work / "out").mkdir(parents=True, exist_ok=True)
     (work / "out" / "roster.json").write_text(json.dumps(roster, indent=1) + "\n")
 
 
-def _run_autograder(s, chapter: str, work: Path, workers: int | None, regrade_all: bool, out) -> str:
+def _run_autograder(settings, chapter: str, work: Path, workers: int | None, regrade_all: bool, out) -> str:
     """`autograder grade` into work/out, incrementally unless `regrade_all`; its lines relayed without the
     server's paths (the grader page shows them). Returns its line on what was graded and what kept."""
-    argv = [str(s.repo / ".venv" / "bin" / "autograder"), "grade", chapter, str(work / "intake"),
-            "--out", str(work / "out"), "--db", _gradebook_url(s), "--repo", str(s.repo)]
+    argv = [str(settings.repo / ".venv" / "bin" / "autograder"), "grade", chapter, str(work / "intake"),
+            "--out", str(work / "out"), "--db", _gradebook_url(settings), "--repo", str(settings.repo)]
     argv += ["--workers", str(workers)] if workers else []
     argv += [] if regrade_all else ["--only-changed"]
     out(f"collected the latest submissions; grading {'everyone again' if regrade_all else 'what changed'} "
@@ -341,26 +343,27 @@ def _run_autograder(s, chapter: str, work: Path, workers: int | None, regrade_al
     said = ""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
-        line = plain(s, line.rstrip())
+        line = plain(settings, line.rstrip())
         said = line if " new or changed, " in line else said
         out("  " + line)
     if proc.wait() != 0:
-        _chown_course(s)
+        _chown_course(settings)
         raise ClassroomError(f"autograder grade {chapter} failed (exit {proc.returncode}); see its output above. "
                              f"Nothing was staged for feedback.")
     return said
 
 
-def plain(s, text: str) -> str:
+def plain(settings, text: str) -> str:
     """`text` with the server's folders named as the instructor knows them, not by their absolute paths."""
-    course = course_folder(s)
-    for path, name in ((s.state / "grading", "grading"), (course, "~/course"), (s.state, "the hub's state"),
-                       (s.repo, "the course repository"), (s.exchange, "the exchange")):
+    course = course_folder(settings)
+    for path, name in ((settings.state / "grading", "grading"), (course, "~/course"),
+                       (settings.state, "the hub's state"), (settings.repo, "the course repository"),
+                       (settings.exchange, "the exchange")):
         text = text.replace(str(path), name)
     return text
 
 
-def _row(s, chapter: str, work: Path, name: str, p: Picked | None) -> dict:
+def _row(settings, chapter: str, work: Path, name: str, p: Picked | None) -> dict:
     """One student's line of the class table: status, score, each exercise, lateness, notes."""
     if p is None:
         return {"student": name, "status": "never submitted", "score": 0, "max_score": "", "submitted": "",
@@ -369,7 +372,7 @@ def _row(s, chapter: str, work: Path, name: str, p: Picked | None) -> dict:
     result = json.loads(result_file.read_text()) if result_file.is_file() else {}
     exercises = {v["exercise"]: {"status": v["status"], "points": v.get("points", 0),
                                  "max_points": v.get("max_points", 0)} for v in result.get("exercises", [])}
-    notes = ([p.note] if p.note else []) + [plain(s, n) for n in result.get("notes", [])]
+    notes = ([p.note] if p.note else []) + [plain(settings, n) for n in result.get("notes", [])]
     return {"student": name, "status": "late" if p.late_by else "graded", "score": result.get("score", 0),
             "max_score": result.get("max_score", ""), "submitted": p.stamp, "late_by": p.late_by,
             "submissions": p.count, "notes": notes, "exercises": exercises,
@@ -401,11 +404,11 @@ def _stage_feedback(course: Path, work: Path, chapter: str, row: dict, p: Picked
         shutil.copytree(autograded, course / "autograded" / name / chapter, dirs_exist_ok=True)
 
 
-def _write_class_table(s, chapter: str, work: Path, rows: list[dict], due, policy: str, said: str) -> None:
+def _write_class_table(settings, chapter: str, work: Path, rows: list[dict], due, policy: str, said: str) -> None:
     """class.csv (for a spreadsheet) and class.json (the grader page's table), with what this run graded."""
     fields = ["student", "status", "score", "max_score", "submitted", "late_by", "submissions"]
     (work / "class.csv").write_text(_csv_cells().csv_text([[r.get(f) for f in fields] for r in rows], fields))
-    stamps = [i.timestamp for i in inbound(s) if i.chapter == chapter]
+    stamps = [i.timestamp for i in inbound(settings) if i.chapter == chapter]
     table = {"chapter": chapter, "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
              "newest_submission": max(stamps, default=""), "inbound": len(stamps),
              "due": f"{due:%Y-%m-%d %H:%M} UTC" if due else "", "policy": policy, "run": said, "rows": rows}
@@ -414,10 +417,10 @@ def _write_class_table(s, chapter: str, work: Path, rows: list[dict], due, polic
     os.replace(tmp, work / "class.json")
 
 
-def _tell_class(s, chapter: str, rows: list[dict], due, policy: str, out) -> None:
+def _tell_class(settings, chapter: str, rows: list[dict], due, policy: str, out) -> None:
     submitted = [r for r in rows if r["status"] != "never submitted"]
     out("")
-    out(f"{chapter}: {len(submitted)} of {len(s.students)} students submitted"
+    out(f"{chapter}: {len(submitted)} of {len(settings.students)} students submitted"
         + (f"; due {due:%Y-%m-%d %H:%M} UTC, late policy: {policy}" if due else "; no due date set"))
     for r in rows:
         if r["status"] == "never submitted":
@@ -436,16 +439,16 @@ def _tell_class(s, chapter: str, rows: list[dict], due, policy: str, out) -> Non
         f"`hub/classroom.py release-feedback {chapter}` or the grader page.")
 
 
-def late_policy(s, chapter: str) -> str:
+def late_policy(settings, chapter: str) -> str:
     """The chapter's late policy ("latest" unless `due --late-policy on-time` chose otherwise)."""
     try:
-        return json.loads((s.state / "late-policy.json").read_text()).get(chapter, "latest")
+        return json.loads((settings.state / "late-policy.json").read_text()).get(chapter, "latest")
     except (OSError, ValueError):
         return "latest"
 
 
-def _set_late_policy(s, chapter: str, policy: str) -> None:
-    path = s.state / "late-policy.json"
+def _set_late_policy(settings, chapter: str, policy: str) -> None:
+    path = settings.state / "late-policy.json"
     try:
         chosen = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -465,21 +468,21 @@ def _csv_cells():
     return module
 
 
-def _add_students(s) -> None:
+def _add_students(settings) -> None:
     """Every student of the list in the gradebook: nbgrader export and formgrader show who never submitted."""
     from nbgrader.api import Gradebook
-    with Gradebook(_gradebook_url(s)) as gb:
-        for name in s.students:
+    with Gradebook(_gradebook_url(settings)) as gb:
+        for name in settings.students:
             gb.update_or_create_student(name)
 
 
-def hand_grading_pending(s, chapter: str) -> dict[str, list[str]]:
+def hand_grading_pending(settings, chapter: str) -> dict[str, list[str]]:
     """{student: the answers of `chapter` still to be graded by hand in formgrader}, from the gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
-    if not (course_folder(s) / "gradebook.db").exists():
+    if not (course_folder(settings) / "gradebook.db").exists():
         return {}
     pending = {}
-    with Gradebook(_gradebook_url(s)) as gb:
+    with Gradebook(_gradebook_url(settings)) as gb:
         try:
             submissions = gb.find_assignment(chapter).submissions
         except MissingEntry:
@@ -492,36 +495,37 @@ def hand_grading_pending(s, chapter: str) -> dict[str, list[str]]:
     return pending
 
 
-def release_feedback(s, chapter: str, out=print, confirmed: bool = False) -> int:
-    _check_chapter(s, chapter)
-    course = course_folder(s)
+def release_feedback(settings, chapter: str, out=print, confirmed: bool = False) -> int:
+    _check_chapter(settings, chapter)
+    course = course_folder(settings)
     staged = sorted(p.parent.parent.name for p in (course / "feedback").glob(f"*/{chapter}/{chapter}.html"))
     if not staged:
         raise ClassroomError(f"{chapter} has no graded feedback to release: grade it first "
                              f"(`hub/classroom.py grade {chapter}` or the grader page).")
-    pending = {k: v for k, v in hand_grading_pending(s, chapter).items() if k in staged}
+    pending = {k: v for k, v in hand_grading_pending(settings, chapter).items() if k in staged}
     if pending and not confirmed:
         raise ClassroomError(
             f"{len(pending)} student(s) still have answers to grade by hand in formgrader: "
             + "; ".join(f"{k} ({', '.join(v)})" for k, v in sorted(pending.items()))
             + ". Their feedback would show those answers as not graded yet. Grade them first, or release "
               "anyway with --yes (the grader page asks).")
-    _mark_hand_grades(s, chapter, course, staged)
-    done = as_user(s, s.instructor, ["nbgrader", "release_feedback", chapter], cwd=course)
+    _mark_hand_grades(settings, chapter, course, staged)
+    done = as_user(settings, settings.instructor, ["nbgrader", "release_feedback", chapter], cwd=course)
     if done.returncode != 0:
-        raise ClassroomError(f"nbgrader release_feedback {chapter} failed:\n{plain(s, done.stderr.strip()[-2000:])}")
+        said = plain(settings, done.stderr.strip()[-2000:])
+        raise ClassroomError(f"nbgrader release_feedback {chapter} failed:\n{said}")
     out(f"released the feedback of {chapter} to {len(staged)} student(s): {', '.join(staged)}. "
         f"They fetch it from the Assignment List (Fetch Feedback) and open it from there."
         + (f" Not graded by hand yet, and shown so: {', '.join(sorted(pending))}." if pending else ""))
     return 0
 
 
-def _mark_hand_grades(s, chapter: str, course: Path, staged: list[str]) -> None:
+def _mark_hand_grades(settings, chapter: str, course: Path, staged: list[str]) -> None:
     """Each staged page's answers graded by hand: the instructor's points where formgrader has them, "not
     graded yet" where not (autograder/grade/feedback.py marks those cells)."""
     import re
     from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(_gradebook_url(s)) as gb:
+    with Gradebook(_gradebook_url(settings)) as gb:
         for name in staged:
             try:
                 submission = gb.find_submission(chapter, name)
@@ -540,38 +544,39 @@ def _mark_hand_grades(s, chapter: str, course: Path, staged: list[str]) -> None:
             page.write_text(html)
 
 
-def set_due(s, chapter: str, when: str, tz: str = "UTC", out=print, policy: str | None = None) -> int:
+def set_due(settings, chapter: str, when: str, tz: str = "UTC", out=print, policy: str | None = None) -> int:
     from nbgrader.api import Gradebook
     from zoneinfo import ZoneInfo
-    if chapter not in chapters(s):
-        raise ClassroomError(f"no chapter {chapter!r} in this course; its chapters: {', '.join(chapters(s))}.")
+    if chapter not in chapters(settings):
+        raise ClassroomError(f"no chapter {chapter!r} in this course; its chapters: {', '.join(chapters(settings))}.")
     try:
         local = datetime.datetime.fromisoformat(when).replace(tzinfo=ZoneInfo(tz))
     except ValueError:
         raise ClassroomError(f"{when!r} is not a date and time like 2026-12-01 17:00") from None
     due = local.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    with Gradebook(_gradebook_url(s)) as gb:
+    with Gradebook(_gradebook_url(settings)) as gb:
         gb.update_or_create_assignment(chapter, duedate=due)
-    _chown_course(s)
+    _chown_course(settings)
     if policy:
-        _set_late_policy(s, chapter, policy)
-    policy = late_policy(s, chapter)
+        _set_late_policy(settings, chapter, policy)
+    policy = late_policy(settings, chapter)
     out(f"{chapter} is due {due:%Y-%m-%d %H:%M} UTC; late policy {policy}: {POLICIES[policy]}")
     return 0
 
 
-def status(s, out=print) -> int:
-    subs = inbound(s)
-    course = course_folder(s)
-    out(f"course {s.course_id}: instructor {s.instructor}, {len(s.students)} students; exchange {s.exchange}")
-    for chapter in chapters(s):
+def status(settings, out=print) -> int:
+    subs = inbound(settings)
+    course = course_folder(settings)
+    out(f"course {settings.course_id}: instructor {settings.instructor}, {len(settings.students)} students; "
+        f"exchange {settings.exchange}")
+    for chapter in chapters(settings):
         mine = [i for i in subs if i.chapter == chapter]
         students = sorted({i.student for i in mine})
-        graded = (s.state / "grading" / chapter / "class.csv").is_file()
-        shown = "released" if chapter in released(s) else "not released"
+        graded = (settings.state / "grading" / chapter / "class.csv").is_file()
+        shown = "released" if chapter in released(settings) else "not released"
         feedback = len(list((course / "feedback").glob(f"*/{chapter}/{chapter}.html")))
         try:
-            newest = json.loads((s.state / "grading" / chapter / "class.json").read_text())["newest_submission"]
+            newest = json.loads((settings.state / "grading" / chapter / "class.json").read_text())["newest_submission"]
         except (OSError, ValueError, KeyError):
             newest = ""
         newer = sum(1 for i in mine if i.timestamp > newest) if graded and newest else 0
@@ -605,7 +610,7 @@ def main(argv=None) -> int:
               "acts as the instructor's account).", file=sys.stderr)
         return 2
     try:
-        s = hub_settings.load(args.state)
+        settings = hub_settings.load(args.state)
     except hub_settings.NoHub as e:
         print(f"hub/classroom.py: {e}", file=sys.stderr)
         return 2
@@ -613,12 +618,12 @@ def main(argv=None) -> int:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     try:
         if args.command == "grade":
-            return grade(s, args.chapter, args.workers, regrade_all=args.all)
+            return grade(settings, args.chapter, args.workers, regrade_all=args.all)
         if args.command == "release-feedback":
-            return release_feedback(s, args.chapter, confirmed=args.yes)
+            return release_feedback(settings, args.chapter, confirmed=args.yes)
         if args.command == "due":
-            return set_due(s, args.chapter, args.when, args.tz, policy=args.late_policy)
-        return status(s)
+            return set_due(settings, args.chapter, args.when, args.tz, policy=args.late_policy)
+        return status(settings)
     except ClassroomError as e:
         print(f"hub/classroom.py {args.command}: {e}", file=sys.stderr)
         return 1

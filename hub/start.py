@@ -76,18 +76,18 @@ def _need_reachable(path: Path, what: str) -> None:
                            f"Choose a folder elsewhere, or `chmod o+x {parent}`.")
 
 
-def prepare_exchange(s: Settings) -> None:
+def prepare_exchange(settings: Settings) -> None:
     """nbgrader's exchange: the root writable by all (nbgrader's `chmod ugo+rw`), plus the sticky bit so that
     no one can rename or delete another's entry; the course's folders as nbgrader's release makes them."""
-    s.exchange.mkdir(parents=True, exist_ok=True)
-    _need_reachable(s.exchange, "the exchange")
-    os.chmod(s.exchange, 0o1777)
-    instructor = pwd.getpwnam(s.instructor)
-    course = s.exchange / s.course_id
+    settings.exchange.mkdir(parents=True, exist_ok=True)
+    _need_reachable(settings.exchange, "the exchange")
+    os.chmod(settings.exchange, 0o1777)
+    instructor = pwd.getpwnam(settings.instructor)
+    course = settings.exchange / settings.course_id
     if course.exists():
         owner = pwd.getpwuid(course.stat().st_uid).pw_name
-        if owner != s.instructor:
-            raise HubError(f"{course} belongs to {owner}, not to the instructor {s.instructor}: it is not this "
+        if owner != settings.instructor:
+            raise HubError(f"{course} belongs to {owner}, not to the instructor {settings.instructor}: it is not this "
                            f"class's exchange. Move it away, or choose another HUB_EXCHANGE.")
     for path, mode in ((course, 0o755), (course / "outbound", 0o755), (course / "inbound", 0o2733),
                        (course / "feedback", 0o711)):
@@ -96,16 +96,16 @@ def prepare_exchange(s: Settings) -> None:
         os.chmod(path, mode)
 
 
-def prepare_course_folder(s: Settings) -> Path:
+def prepare_course_folder(settings: Settings) -> Path:
     """~INSTRUCTOR/course: nbgrader's course folder, with release/ and source/ of every chapter from the
     repository (source/ without the chapter's text form); the gradebook and submissions stay as they are."""
-    home = Path(pwd.getpwnam(s.instructor).pw_dir)
-    course = s.course_dir(home)
+    home = Path(pwd.getpwnam(settings.instructor).pw_dir)
+    course = settings.course_dir(home)
     for kind in ("release", "source"):
-        for chapter in sorted((s.repo / "release").iterdir()):
+        for chapter in sorted((settings.repo / "release").iterdir()):
             if not chapter.is_dir():
                 continue
-            src = s.repo / kind / chapter.name
+            src = settings.repo / kind / chapter.name
             dst = course / kind / chapter.name
             shutil.copytree(src, dst, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns(*IGNORE[:3], f"{chapter.name}.py"))
@@ -115,20 +115,20 @@ def prepare_course_folder(s: Settings) -> Path:
                                 ignore=shutil.ignore_patterns(*IGNORE[:3]))
     for folder in ("submitted", "autograded", "feedback"):
         (course / folder).mkdir(parents=True, exist_ok=True)
-    _chown_tree(course, s.instructor)
+    _chown_tree(course, settings.instructor)
     os.chmod(course, 0o700)
     return course
 
 
-def write_role_config(s: Settings, course: Path) -> None:
+def write_role_config(settings: Settings, course: Path) -> None:
     """HUB_STATE/config/{student,instructor}: the spawner points JUPYTER_CONFIG_PATH at one of them."""
     common = (f"c = get_config()  # noqa: F821\n"
-              f"c.CourseDirectory.course_id = {s.course_id!r}\n"
-              f"c.Exchange.root = {str(s.exchange)!r}\n"
+              f"c.CourseDirectory.course_id = {settings.course_id!r}\n"
+              f"c.Exchange.root = {str(settings.exchange)!r}\n"
               # check() returns at once in the kernels of autograde and Validate (see nbgrader_config.py)
               f"c.Execute.extra_arguments = {CHECK_OFF_IN_NBGRADER_KERNELS!r}\n")
     for role in ("student", "instructor"):
-        folder = s.state / "config" / role
+        folder = settings.state / "config" / role
         (folder / "labconfig").mkdir(parents=True, exist_ok=True)
         text = "# Written by `make hub` (hub/start.py).\n" + common
         if role == "instructor":
@@ -150,24 +150,24 @@ def write_role_config(s: Settings, course: Path) -> None:
         for name, content in files.items():
             (folder / name).write_text(content)
             os.chmod(folder / name, 0o644)
-        for path in (s.state / "config", folder, folder / "labconfig"):
+        for path in (settings.state / "config", folder, folder / "labconfig"):
             os.chmod(path, 0o755)
 
 
 REPO_MODE = "repository-mode.json"  # in HUB_STATE: the repository's mode before the hub closed it
 
 
-def close_repository(s: Settings) -> None:
+def close_repository(settings: Settings) -> None:
     """chmod o-rwx of the repository, its mode before kept in HUB_STATE so that stopping restores it
     (a second start keeps the first record: the mode to restore is the one before any hub)."""
-    mode = s.repo.stat().st_mode & 0o7777
+    mode = settings.repo.stat().st_mode & 0o7777
     if mode & 0o007:
-        record = s.state / REPO_MODE
+        record = settings.state / REPO_MODE
         if not record.exists():
-            record.write_text(json.dumps({"path": str(s.repo), "mode": mode}) + "\n")
-        os.chmod(s.repo, mode & ~0o007)
-        say(f"closed {s.repo} to other users (chmod o-rwx): it holds the solutions and hidden tests; "
-            f"the class's servers run from {s.runtime}; stopping the hub opens it again")
+            record.write_text(json.dumps({"path": str(settings.repo), "mode": mode}) + "\n")
+        os.chmod(settings.repo, mode & ~0o007)
+        say(f"closed {settings.repo} to other users (chmod o-rwx): it holds the solutions and hidden tests; "
+            f"the class's servers run from {settings.runtime}; stopping the hub opens it again")
 
 
 def restore_repository(state: Path) -> str | None:
@@ -199,29 +199,29 @@ def stop_running(state: Path) -> str:
     return f"asked the hub of {state} (pid {pid}) to stop; it has not finished yet"
 
 
-def prepare(s: Settings) -> None:
+def prepare(settings: Settings) -> None:
     if os.geteuid() != 0:
         raise HubError("the hub runs as root: it makes the class's Unix accounts and runs each user's server "
                        "as that user. Run `sudo make hub` (or as root).")
-    s.roles = accounts.parse(s.users)
-    s.state.mkdir(parents=True, exist_ok=True)
-    os.chmod(s.state, 0o755)
-    _need_reachable(s.state, "HUB_STATE")
-    s.homes.mkdir(parents=True, exist_ok=True)
-    _need_reachable(s.homes, "HUB_HOMES")
-    for line in accounts.ensure(s.roles, s.homes, s.state):
+    settings.roles = accounts.parse(settings.users)
+    settings.state.mkdir(parents=True, exist_ok=True)
+    os.chmod(settings.state, 0o755)
+    _need_reachable(settings.state, "HUB_STATE")
+    settings.homes.mkdir(parents=True, exist_ok=True)
+    _need_reachable(settings.homes, "HUB_HOMES")
+    for line in accounts.ensure(settings.roles, settings.homes, settings.state):
         say(line)
-    if (s.state / "passwords.txt").exists():
-        say(f"first passwords of the accounts made by the hub: {s.state / 'passwords.txt'} (root only)")
-    say("the students' runtime: " + str(s.runtime))
-    _need_reachable(s.runtime.parent, "the runtime")
-    runtime.build(s.runtime)
-    close_repository(s)
-    prepare_exchange(s)
-    course = prepare_course_folder(s)
-    write_role_config(s, course)
-    s.save()
-    say(f"exchange {s.exchange / s.course_id}; the instructor's course folder {course}")
+    if (settings.state / "passwords.txt").exists():
+        say(f"first passwords of the accounts made by the hub: {settings.state / 'passwords.txt'} (root only)")
+    say("the students' runtime: " + str(settings.runtime))
+    _need_reachable(settings.runtime.parent, "the runtime")
+    runtime.build(settings.runtime)
+    close_repository(settings)
+    prepare_exchange(settings)
+    course = prepare_course_folder(settings)
+    write_role_config(settings, course)
+    settings.save()
+    say(f"exchange {settings.exchange / settings.course_id}; the instructor's course folder {course}")
 
 
 def _free_port() -> int:
@@ -230,21 +230,21 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(s: Settings) -> int:
+def serve(settings: Settings) -> int:
     ports = {"hub": _free_port(), "proxy_api": _free_port(), "grader": _free_port()}
-    env = dict(os.environ, HUB_STATE=str(s.state),
+    env = dict(os.environ, HUB_STATE=str(settings.state),
                HUB_INTERNAL_PORTS=",".join(f"{k}={v}" for k, v in ports.items()),
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     # HUB_STATE is open to the class (its config/ and runtime/): the hub's database (users, servers, tokens'
     # hashes) and its log are root's alone. SQLite keeps the mode of the file it is given, an empty one too.
     for name in ("jupyterhub.sqlite", "jupyterhub.log"):
-        os.close(os.open(s.state / name, os.O_CREAT | os.O_WRONLY, 0o600))
-        os.chmod(s.state / name, 0o600)
-    (s.state / "hub.pid").write_text(f"{os.getpid()}\n")  # for `make hub-stop`
-    log = open(s.state / "jupyterhub.log", "ab")
+        os.close(os.open(settings.state / name, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.chmod(settings.state / name, 0o600)
+    (settings.state / "hub.pid").write_text(f"{os.getpid()}\n")  # for `make hub-stop`
+    log = open(settings.state / "jupyterhub.log", "ab")
     hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f",
                             str(REPO / "hub" / "jupyterhub_config.py")],
-                           cwd=s.state, env=env, stdout=log, stderr=subprocess.STDOUT)
+                           cwd=settings.state, env=env, stdout=log, stderr=subprocess.STDOUT)
     stopping = False
 
     def stop(signum, frame):
@@ -255,8 +255,8 @@ def serve(s: Settings) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    host = "127.0.0.1" if s.ip in ("", "0.0.0.0") else s.ip
-    url = f"http://{host}:{s.port}/"
+    host = "127.0.0.1" if settings.ip in ("", "0.0.0.0") else settings.ip
+    url = f"http://{host}:{settings.port}/"
     deadline = time.monotonic() + 120
     while not stopping and hub.poll() is None:
         try:
@@ -270,22 +270,24 @@ def serve(s: Settings) -> int:
             break
         time.sleep(0.5)
     if hub.poll() is None and not stopping:
-        shown = f"http://{socket.gethostname()}:{s.port}/ (all interfaces)" if s.ip in ("", "0.0.0.0") else url
+        everywhere = settings.ip in ("", "0.0.0.0")
+        shown = f"http://{socket.gethostname()}:{settings.port}/ (all interfaces)" if everywhere else url
         say(f"the course hub is at {shown}")
-        say(f"log in as a user of {s.users}: instructor {s.instructor}, {len(s.students)} students; "
-            f"the instructor's grader page is {url}services/grader/ ; log: {s.state / 'jupyterhub.log'}")
+        say(f"log in as a user of {settings.users}: instructor {settings.instructor}, "
+            f"{len(settings.students)} students; the instructor's grader page is {url}services/grader/ ; "
+            f"log: {settings.state / 'jupyterhub.log'}")
     while True:
         try:
             code = hub.wait()
             break
         except KeyboardInterrupt:
             stop(None, None)
-    done = restore_repository(s.state)
+    done = restore_repository(settings.state)
     if done:
         say(done)
-    (s.state / "hub.pid").unlink(missing_ok=True)
+    (settings.state / "hub.pid").unlink(missing_ok=True)
     if not stopping:
-        say(f"JupyterHub stopped (exit {code}); its log: {s.state / 'jupyterhub.log'}")
+        say(f"JupyterHub stopped (exit {code}); its log: {settings.state / 'jupyterhub.log'}")
         return code or 1
     say("stopped")
     return 0
@@ -323,17 +325,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.stop or args.remove:
         return undo(args.state.absolute(), remove=args.remove)
-    s = Settings(state=args.state.absolute(), exchange=args.exchange.absolute(), homes=args.homes.absolute(),
+    settings = Settings(state=args.state.absolute(), exchange=args.exchange.absolute(), homes=args.homes.absolute(),
                  users=args.users.absolute(), course_id=args.course_id, ip=args.ip, port=args.port,
                  runtime_dir=args.runtime.absolute() if args.runtime else None)
     try:
-        prepare(s)
+        prepare(settings)
     except (HubError, accounts.UserListError) as e:
         print(f"make hub: {e}", file=sys.stderr)
         return 2
     if args.prepare_only:
         return 0
-    return serve(s)
+    return serve(settings)
 
 
 if __name__ == "__main__":

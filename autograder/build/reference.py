@@ -3,7 +3,7 @@
 Chapter N runs on the course's own solutions of chapters < N, so a wrong
 chapter 1 cannot fail chapter 2. The code cells marked `reference=true` in a
 chapter's text form, with their solutions filled in, become one module of the
-`picotorch` package (course/own_code.py does the turning); chapter N's folder
+`picotorch` package (course/framework_package.py does the turning); chapter N's folder
 gets the modules of every earlier chapter, and `build/reference/` gets them all
 for the project's own tests and benchmarks. Nothing here ships in the `course`
 package: only the solution notebooks hold the solutions.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from autograder.chapters import Chapter
 from autograder.build.source_format import notebook_from_text
-from course.own_code import PACKAGE, module_source
-from course.own_code import package_files as _package_files
+from course.framework_package import PACKAGE, module_source
+from course.framework_package import package_files as _package_files
 
 __all__ = ["PACKAGE", "package_files"]
 

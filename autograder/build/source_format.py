@@ -38,6 +38,8 @@ def _nbgrader(grade_id: str, *, grade: bool, solution: bool, locked: bool, point
 
 
 def notebook_from_text(path: Path, chapter_id: str) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of a chapter's text form: metadata, cell ids and nbgrader markers from the
+    cell headers; SourceError naming a bad header."""
     nb = jupytext.read(path, fmt="py:percent")
     course = nb.metadata.get("course", {})
     if course.get("chapter") != chapter_id:

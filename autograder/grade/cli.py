@@ -29,6 +29,7 @@ __all__ = ["add_grade_parser", "run", "summary_table"]
 
 
 def add_grade_parser(sub) -> None:
+    """Add `autograder grade` and its options to the command's subparsers."""
     g = sub.add_parser("grade", help="grade a class's submissions of one chapter, in parallel and sandboxed",
                        description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     g.add_argument("chapter")
@@ -51,6 +52,7 @@ def add_grade_parser(sub) -> None:
 
 
 def summary_table(results) -> str:
+    """The table printed after grading: one line per student, the score and each exercise's verdict."""
     ids = [v.exercise for v in results[0].verdicts if v.status != MANUAL] if results else []
     names = [shown(r.folder or r.student)[:40] for r in results]
     width = max([len(n) for n in names] + [7])

@@ -19,6 +19,7 @@ _COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", ERROR: "#9a6700", NOT_ATTEMPTE
 
 
 def render(result, title: str | None = None) -> str:
+    """The feedback page of one result: points, each exercise's message and the grader's notes, never a hidden test."""
     auto = [v for v in result.verdicts if v.status != MANUAL]
     earned = sum(v.points for v in auto)
     possible = sum(v.max_points for v in auto)

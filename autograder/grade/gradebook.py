@@ -30,6 +30,7 @@ from autograder.chapters import Chapter
 
 
 def sqlite_path(db_url: str) -> Path | None:
+    """The file of a sqlite:/// URL, or None for another database."""
     return Path(db_url[len("sqlite:///"):]) if db_url.startswith("sqlite:///") else None
 
 

@@ -59,13 +59,16 @@ class Result:
 
     @property
     def score(self) -> float:
+        """Points earned, all exercises together."""
         return sum(v.points for v in self.verdicts)
 
     @property
     def max_score(self) -> float:
+        """Points possible, all exercises together."""
         return sum(v.max_points for v in self.verdicts)
 
     def to_json(self) -> dict:
+        """The result as written to results/STUDENT.json."""
         return {"student": self.student, "folder": self.folder or self.student, "chapter": self.chapter,
                 "score": self.score, "max_score": self.max_score, "notes": self.notes, "exercises": [asdict(v) for v in self.verdicts], "seed": self.seed,
                 "seconds": round(self.seconds, 3)}
@@ -99,6 +102,7 @@ def failed_result(chapter: Chapter, student: str, note: str, source_nb=None) -> 
 
 
 def grader_failure_note(e: BaseException) -> str:
+    """The note a student gets when the grader itself failed on their notebook: what to do next."""
     return (f"the grader could not grade this notebook ({type(e).__name__}: {_cut(str(e), 300)}). Your work "
             "is not lost: fetch a fresh copy of the notebook from release/, paste your answers into it in "
             "Jupyter and submit again, and tell your instructor, who can regrade it")
@@ -169,6 +173,7 @@ class SandboxExecute:
         return self.preprocess(nb, resources)
 
     def preprocess(self, nb, resources):
+        """nbgrader's Execute step, replaced: run the notebook in the active Grader's sandbox."""
         if SandboxExecute.active is None:
             raise RuntimeError("SandboxExecute runs only inside Grader.grade")
         return SandboxExecute.active._execute(nb), resources
@@ -230,6 +235,7 @@ class Grader:
         self.kernel_deaths: dict = {}
 
     def close(self) -> None:
+        """Stop the grader's sandbox."""
         self.sandbox.close()
 
     def grade(self, student: str, notebook: Path | None, timestamp: str | None = None,

@@ -8,7 +8,7 @@
 The stages, in order: the checks that the class can be graded at all (the gradebook
 server, bubblewrap), intake (grade/intake.py), grading on the local pool
 (grade/workers.py) or a Dask cluster (grade/distributed.py), with the record that
-lets an interrupted run resume, and then the files, all through temporary files
+lets an interrupted run resume (grade/journal.py), and then the files, all through temporary files
 renamed into place (an interrupted run never leaves a half-written file):
 
     OUT/grades.csv                       student (the id), folder (as handed in), chapter, score, max_score,
@@ -191,7 +191,8 @@ def _tell_names(submissions, options: GradeOptions) -> tuple[list[str], list[str
 def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptions, repo: Path):
     """(results in the order of `submissions`, workers used, {worker: peak RSS in KiB}): on the local
     pool or the cluster; with options.resume, only the submissions not recorded yet."""
-    from autograder.grade.distributed import ClusterError, Journal, course_version, grade_on_cluster, grader_key
+    from autograder.grade.distributed import ClusterError, grade_on_cluster
+    from autograder.grade.journal import Journal, course_version, grader_key
     from autograder.sandbox.bubblewrap import SandboxError
 
     folders = {s.student: s.folder for s in submissions}

@@ -92,17 +92,21 @@ class ClassReport:
 
     @property
     def auto_exercises(self) -> list[str]:
+        """The exercises graded automatically (not by hand)."""
         return [e for e in self.exercises if e not in self.manual]
 
     @property
     def auto_max(self) -> float:
+        """Points possible on the automatically graded exercises."""
         return sum(self.max_points[e] for e in self.auto_exercises)
 
     @property
     def total_max(self) -> float:
+        """Points possible on every exercise, manual ones included."""
         return sum(self.max_points.values())
 
     def counts(self, exercise: str) -> Counter:
+        """How many students got each status on `exercise`."""
         return Counter(_by_exercise(s).get(exercise, {}).get("status", NOT_RUN) for s in self.students)
 
     def failures(self, exercise: str) -> tuple[list[tuple[str, int, list[str], bool]], int]:
@@ -188,6 +192,8 @@ def gradebook_rows(db_url: str, chapter: str) -> dict[str, dict]:
 
 def build(chapter: str, results: list[dict], gradebook: dict[str, dict] | None = None,
           gradebook_name: str | None = None) -> ClassReport:
+    """The class report of `chapter` from the graded results (and the gradebook's manual points); ReportError when
+    there are none."""
     if not results:
         raise ReportError(f"no graded submissions of {chapter}")
     exercises: list[str] = []
@@ -327,6 +333,7 @@ def figures(report: ClassReport) -> list[tuple[str, str, str, str]]:
 
 
 def figures_csv(report: ClassReport) -> str:
+    """The report's figures as CSV text: figure, item, measure, value."""
     return csv_text(figures(report), ["figure", "item", "measure", "value"])
 
 
@@ -630,6 +637,7 @@ def write(out: Path, chapter: str, db_url: str | None = None) -> list[Path]:
 
 
 def add_report_parser(sub) -> None:
+    """Add `autograder report` and its options to the command's subparsers."""
     from autograder.chapters import REPO
     p = sub.add_parser("report", help="the class report of one graded chapter (HTML, figures CSV, Canvas CSV)",
                        description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
@@ -641,6 +649,7 @@ def add_report_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """`autograder report`: write the class report of a graded chapter; the exit status."""
     from autograder.chapters import discover
     repo = Path(args.repo).resolve()
     known = [c.id for c in discover(repo / "source")]

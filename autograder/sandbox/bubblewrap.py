@@ -49,6 +49,7 @@ class Limits:
 
 
 def bwrap() -> str:
+    """The bubblewrap executable; SandboxError saying how to install it if there is none."""
     path = shutil.which("bwrap")
     if not path:
         raise SandboxError("bubblewrap is not installed, and the grader runs student code only inside it. "
@@ -212,6 +213,7 @@ class Sandbox:
         return reply
 
     def close(self) -> None:
+        """Kill the sandbox's process group and close its pipes."""
         if self.proc is not None:
             try:
                 os.killpg(self.proc.pid, 9)

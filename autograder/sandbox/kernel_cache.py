@@ -59,6 +59,7 @@ def build_timeout_s() -> float:
 
 
 def enabled() -> bool:
+    """Whether this process runs inside a grading sandbox (where the shared kernel cache is)."""
     return os.path.isdir("/grading")  # inside a grading sandbox
 
 

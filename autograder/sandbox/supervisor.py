@@ -146,6 +146,7 @@ class Kernel:
         return "message", line
 
     def exited(self, wait: bool = False) -> bool:
+        """Whether the kernel process has exited (waiting up to 2 s with `wait`); its status is kept."""
         if self.status is not None:
             return True
         deadline = time.monotonic() + (2.0 if wait else 0)
@@ -159,6 +160,7 @@ class Kernel:
             time.sleep(0.02)
 
     def how_it_died(self) -> str:
+        """How the kernel ended, in words (the signal or exit status)."""
         if self.status is None:
             return "the kernel stopped answering"
         if os.WIFSIGNALED(self.status):
@@ -434,6 +436,8 @@ def grade(job: dict, snapshot) -> dict:
 
 
 def main() -> int:
+    """The supervisor inside the sandbox: warm up, take the integrity snapshot, then grade each job read from
+    stdin, one JSON reply a line."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints must not land in the protocol
     preload = json.loads(os.environ.get("COURSE_PRELOAD", "[]"))

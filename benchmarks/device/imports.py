@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CHAPTER = "05_backend"  # the chapter graded on the GPU
-PACKAGE = "picotorch"   # the framework the chapters build (course/own_code.py)
+PACKAGE = "picotorch"   # the framework the chapters build (course/framework_package.py)
 WHEELS = HERE / "wheels.txt"
 DEVICE_IMAGE = HERE / "device_image.txt"
 
@@ -84,7 +84,8 @@ def _local_roots(repo: Path) -> set[str]:
 def resolve(module: str, repo: Path = REPO) -> Path | None:
     """The repository file that `import module` loads on the device, or None if it is not ours."""
     parts = module.split(".")
-    if parts[0] == PACKAGE:  # release/NN/picotorch/: the committed copy (git ignores source/NN/picotorch/)
+    # release/NN/picotorch/: the committed copy (git ignores source/NN/picotorch/); its modules may be links
+    if parts[0] == PACKAGE:
         package = repo / "release" / CHAPTER / PACKAGE
         if len(parts) == 1:
             return package / "__init__.py"

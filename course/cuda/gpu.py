@@ -68,6 +68,7 @@ class GpuModule:
         return mod
 
     def function(self, name: str, device_index: int):
+        """The compiled CuPy function `name` on GPU `device_index` (compiled and loaded once per device)."""
         key = (device_index, name)
         fn = self._functions.get(key)
         if fn is None:
@@ -77,6 +78,8 @@ class GpuModule:
 
     def launch(self, name: str, grid, block, packed: list[PackedArg], shared_mem: int,
                device: torch.device) -> LaunchReport:
+        """Launch kernel `name` on the GPU on torch's current stream, tensors passed as their device pointers; the
+        LaunchReport."""
         cp = _cupy()
         index = device.index if device.index is not None else torch.cuda.current_device()
         args = []

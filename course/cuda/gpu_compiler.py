@@ -51,6 +51,7 @@ class KernelResources:
 
     @property
     def spills(self) -> bool:
+        """Whether the kernel spills registers to local memory (any spill load or store)."""
         return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
 
     def __str__(self) -> str:
@@ -76,19 +77,23 @@ class CompileReport:
 
     @property
     def errors(self) -> list[Diagnostic]:
+        """The compiler's diagnostics of severity error."""
         return [d for d in self.diagnostics if d.severity == "error"]
 
     @property
     def warnings(self) -> list[Diagnostic]:
+        """The compiler's diagnostics of severity warning."""
         return [d for d in self.diagnostics if d.severity == "warning"]
 
     def kernel(self, name: str) -> KernelResources:
+        """The resources of kernel `name` (its name or mangled symbol); KeyError naming the kernels there are."""
         for k in self.kernels:
             if k.name == name or k.symbol == name:
                 return k
         raise KeyError(f"no kernel {name!r} in this report (have: {[k.name for k in self.kernels]})")
 
     def raise_for_errors(self) -> "CompileReport":
+        """This report, or KernelCompileError with the diagnostics if the compiler ran and failed."""
         if self.ran and not self.ok:
             raise KernelCompileError(self.compiler, self.diagnostics, self.log)
         return self
@@ -154,6 +159,7 @@ def _nvrtc() -> ctypes.CDLL | None:
 
 
 def nvrtc_version() -> str | None:
+    """NVRTC's version as "major.minor", or None when NVRTC is not installed."""
     lib = _nvrtc()
     if lib is None:
         return None
@@ -163,6 +169,7 @@ def nvrtc_version() -> str | None:
 
 
 def nvrtc_archs() -> list[str]:
+    """The GPU architectures NVRTC can compile for, as "sm_NN" (empty without NVRTC)."""
     lib = _nvrtc()
     if lib is None:
         return []
@@ -175,6 +182,7 @@ def nvrtc_archs() -> list[str]:
 
 
 def nvcc_path() -> str | None:
+    """The path of an executable nvcc (PATH, CUDA_PATH, CUDA_HOME, /usr/local/cuda), or None."""
     for candidate in (shutil.which("nvcc"),
                       *(os.path.join(os.environ[e], "bin", "nvcc") for e in ("CUDA_PATH", "CUDA_HOME")
                         if os.environ.get(e)),

@@ -118,6 +118,7 @@ class Module:
         self._gpu = None
 
     def signature(self, name: str) -> Signature:
+        """The parsed signature of kernel `name`; KernelSourceError if it is not one of this module's kernels."""
         if name not in self.name_expressions:
             raise KernelSourceError(f"{name!r} is not one of this module's kernels {list(self.name_expressions)}")
         sig = self._signatures.get(name)
@@ -126,6 +127,7 @@ class Module:
         return sig
 
     def get_function(self, name: str) -> "Kernel":
+        """The kernel `name` of this module, ready to launch (as CuPy's RawModule.get_function)."""
         self.signature(name)
         return Kernel(self.source, name, module=self)
 
@@ -137,6 +139,7 @@ class Module:
     # -- where it runs
 
     def emulator_build(self, mode: str = "count"):
+        """This module compiled for the emulator in `mode` ("count", or a sanitizer's), built once per mode."""
         from course.cuda.emulator.build import build
 
         b = self._builds.get(mode)
@@ -195,6 +198,7 @@ class Kernel:
 
     @property
     def source(self) -> str:
+        """The CUDA C source of the module this kernel belongs to."""
         return self.module.source
 
     def __repr__(self) -> str:

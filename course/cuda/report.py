@@ -33,14 +33,17 @@ class MemoryCounts:
 
     @classmethod
     def from_counters(cls, c) -> "MemoryCounts":
+        """The counts from the emulator's ten counters, in field order."""
         return cls(*(int(x) for x in list(c)[:10]))
 
     @property
     def global_accesses(self) -> int:
+        """Loads, stores and atomics on global memory together."""
         return self.global_loads + self.global_stores + self.global_atomics
 
     @property
     def shared_accesses(self) -> int:
+        """Loads, stores and atomics on shared memory together."""
         return self.shared_loads + self.shared_stores + self.shared_atomics
 
     def __str__(self) -> str:

@@ -69,6 +69,7 @@ class Param:
 
     @property
     def c_type(self) -> str:
+        """The parameter's C type as written: const, base type, pointer star."""
         return f"{'const ' if self.const else ''}{self.base}{'*' if self.pointer else ''}"
 
 
@@ -92,6 +93,7 @@ class PackedArg:
 
     @property
     def is_pointer(self) -> bool:
+        """Whether the argument is passed as a pointer (a tensor's memory)."""
         return self.param.pointer
 
 

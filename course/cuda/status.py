@@ -26,6 +26,7 @@ class Where(str, Enum):
 
 
 def cupy_installed() -> bool:
+    """Whether cupy can be imported here (without importing it)."""
     return importlib.util.find_spec("cupy") is not None
 
 
@@ -35,6 +36,7 @@ def gpu_available() -> bool:
 
 
 def emulator_available() -> bool:
+    """Whether the CUDA emulator can build kernels here (a C++ compiler is installed)."""
     from course.cuda.emulator.build import compiler
     return compiler() is not None
 
@@ -120,6 +122,7 @@ class CheckOutcome:
 
     @property
     def counts_as_passed(self) -> bool:
+        """Whether this outcome earns the check: passed, and actually run (a check not run never counts)."""
         return self.status == PASSED and self.where is not Where.NOT_RUN
 
     def __str__(self) -> str:

@@ -35,10 +35,12 @@ class ModelPair:
 
     @property
     def theirs(self):
+        """The torch model (the first module of the pool)."""
         return self.theirs_pool[0]
 
     @property
     def ours(self):
+        """The picotorch model (the first module of the pool)."""
         return self.ours_pool[0]
 
     @classmethod
@@ -48,10 +50,12 @@ class ModelPair:
         return random_program(pair, pair.draw.randint(3, 25) if steps is None else steps, bad)
 
     def pair(self, theirs, ours):
+        """Record `ours` as the twin of `theirs`; return both."""
         self.twin[id(theirs)] = ours
         return theirs, ours
 
     def new_module(self, parent, name):
+        """A new empty Module on both sides, attached to module `parent` as `name` unless parent is None."""
         theirs, mine = self.pair(torch.nn.Module(), self.nn.Module())
         self.theirs_pool.append(theirs)
         self.ours_pool.append(mine)
@@ -66,14 +70,17 @@ class ModelPair:
         same_error(lambda: step(self.ours_pool), lambda: step(self.theirs_pool), f"{self.where()}")
 
     def where(self):
+        """The last steps taken on both models, for a failure message."""
         return "after the steps\n    " + "\n    ".join(self.log[-25:])
 
     def tensor_pair(self, shape, dtype=None):
+        """A drawn tensor of `shape` for torch and its copy for picotorch."""
         dtype = dtype or self.dtype
         t = self.draw.randn(shape, dtype=dtype) if dtype.is_floating_point else (self.draw.randn(shape) * 5).to(dtype)
         return self.pair(t, self.to_ours(t))
 
     def parameter(self, index, name, shape, via_register=False):
+        """The same drawn Parameter on module `index` of both sides, by attribute or through register_parameter."""
         t = self.draw.randn(shape, dtype=self.dtype)
         theirs, mine = self.pair(torch.nn.Parameter(t.clone()), self.nn.Parameter(self.to_ours(t)))
         objects = {id(self.theirs_pool): theirs, id(self.ours_pool): mine}
@@ -84,6 +91,7 @@ class ModelPair:
             self.both(f"m{index}.{name} = Parameter(randn{shape})", lambda m: setattr(m[index], name, objects[id(m)]))
 
     def buffer(self, index, name, shape, persistent=True, dtype=None):
+        """The same drawn buffer registered on module `index` of both sides."""
         theirs, mine = self.tensor_pair(shape, dtype)
         objects = {id(self.theirs_pool): theirs, id(self.ours_pool): mine}
         self.both(f"m{index}.register_buffer({name!r}, randn{shape}, persistent={persistent})",
@@ -105,11 +113,13 @@ class ModelPair:
                   lambda m: setattr(m[index], name, getattr(m[source], source_name)))
 
     def share_module(self, index, name, source):
+        """Make module `source` also a child `name` of module `index` on both sides, unless that would make a cycle."""
         if any(mod is self.theirs_pool[index] for mod in self.theirs_pool[source].modules()):
             return  # it would make a cycle
         self.both(f"m{index}.{name} = m{source}", lambda m: setattr(m[index], name, m[source]))
 
     def delete(self, index, name):
+        """Delete attribute `name` of module `index` on both sides."""
         self.both(f"del m{index}.{name}", lambda m: delattr(m[index], name))
 
 

@@ -35,6 +35,7 @@ class Op:
 
 
 def index_text(k) -> str:
+    """One index item as it is written in Python (None, ..., a slice as a:b:c, an int)."""
     if k is None:
         return "None"
     if k is Ellipsis:
@@ -241,6 +242,8 @@ def random_op(draw, t, names, errors=True):
 
 
 def random_index(draw, shape, bad=False):
+    """A random index for a tensor of `shape` (ints, slices, None, Ellipsis); with `bad`, one meant to be refused
+    (out of range, too many indices, a negative step)."""
     n = len(shape)
     left = draw(0, n)
     right = draw(0, n - left) if draw(0, 2) == 0 else 0

@@ -102,6 +102,7 @@ def preview(t) -> str:
 
 
 def as_list(t):
+    """A tensor of either framework as a flat list of numbers (None stays None)."""
     if t is None:
         return None
     return (t.detach() if isinstance(t, torch.Tensor) else t.to_torch()).reshape(-1).tolist()
@@ -141,12 +142,14 @@ class Graph:
                     self.layer[b] = max(self.layer[b], self.layer[a] + 1)
 
     def dependencies(self) -> list:
+        """For each node, how many edges lead into it (gradients it waits for)."""
         count = [0] * len(self.nodes)
         for _, b, _ in self.edges:
             count[b] += 1
         return count
 
     def topological_order(self) -> list:
+        """The nodes in an order where each comes after every node that sends it a gradient."""
         count, order, ready = self.dependencies(), [], [0]
         while ready:
             i = ready.pop()
@@ -175,6 +178,7 @@ class Walk:
 
     @property
     def finished(self) -> bool:
+        """Whether no node is left ready to run."""
         return not self.ready
 
     def step(self):
@@ -256,14 +260,17 @@ class Framework:
         self.label, self.make_leaf, self.no_grad, self.is_torch = label, make_leaf, no_grad, is_torch
 
     def call(self, node, grad):
+        """Call backward node `node` on `grad` outside grad mode."""
         with self.no_grad():
             return node(grad)
 
     def add(self, a, b):
+        """a + b outside grad mode (gradients accumulating at a node)."""
         with self.no_grad():
             return a + b
 
     def ones_like(self, out, from_torch=None):
+        """The seed gradient of `out`: ones of its shape and dtype in this framework."""
         if self.is_torch:
             return torch.ones_like(out)
         return from_torch(torch.ones(tuple(out.shape), dtype=out.to_torch().dtype))
@@ -411,11 +418,13 @@ class AutogradGraphViewer:
         self._render()
 
     def run_to_end(self):
+        """Step the backward walk until it finishes or fails, then draw."""
         while self.walk is not None and not self.walk.finished and self.error is None:
             self.step()
         self._render()
 
     def state(self) -> dict:
+        """What the widget shows, as plain data (for tests and the browser check)."""
         w, g = self.walk, self.graph
         return {
             "framework": self.side.label if g is not None else None,

@@ -479,6 +479,7 @@ class GraphPassesExplorer:
         self._render()
 
     def state(self) -> dict:
+        """What the widget shows, as plain data (for tests and the browser check)."""
         stage = self.stages[self.index]
         return {"index": self.index, "stages": len(self.stages), "title": stage.title,
                 "nodes": [n.name for n in stage.nodes], **summary(self.stages, self.index)}

@@ -163,6 +163,7 @@ class LaunchVisualiser:
     # -- actions
 
     def next(self) -> None:
+        """Advance one step: the next block (elementwise), or the next tile step of a matmul block."""
         if self.mode.value == "elementwise":
             self.selected_block = (self.selected_block + 1) % max(self.blocks.value, 1)
         else:

@@ -86,18 +86,22 @@ SEED = 0
 
 # --- the logic: plain data about a model, the same for torch's modules and yours ------------------
 def is_torch(obj) -> bool:
+    """Whether `obj` is a torch Module or Tensor (not picotorch's)."""
     return isinstance(obj, (torch.nn.Module, torch.Tensor))
 
 
 def shape_of(t) -> tuple:
+    """The tensor's shape as a tuple, in either framework."""
     return tuple(t.shape)
 
 
 def numel(t) -> int:
+    """The number of elements of a tensor of either framework."""
     return math.prod(shape_of(t))
 
 
 def dtype_name(t) -> str:
+    """The dtype's short name (float32), without the framework's prefix."""
     return str(t.dtype).replace("picotorch.", "").replace("torch.", "")
 
 
@@ -139,14 +143,17 @@ def tree_rows(model) -> list[dict]:
 
 
 def state_dict_rows(model) -> list[tuple]:
+    """[(key, shape)] of the model's state_dict, in order."""
     return [(key, shape_of(value)) for key, value in model.state_dict().items()]
 
 
 def parameter_count(model) -> int:
+    """The number of elements of all the model's parameters."""
     return sum(numel(p) for p in model.parameters())
 
 
 def modules_by_path(model) -> dict:
+    """{dotted path: module} of the model and every submodule."""
     return dict(model.named_modules())
 
 
@@ -207,9 +214,11 @@ class Framework:
         self.label = "torch" if nn is torch.nn else "yours"
 
     def input(self, x: torch.Tensor):
+        """The input `x` as this framework's tensor (a copy for picotorch)."""
         return x if self.nn is torch.nn else self.nn.from_torch(x.clone())
 
     def no_grad(self):
+        """This framework's no_grad context."""
         return torch.no_grad() if self.nn is torch.nn else self.nn.no_grad()
 
 
@@ -238,6 +247,7 @@ class ModuleInspector:
 
     # --- logic -----------------------------------------------------------------------------------
     def framework(self) -> Framework:
+        """The framework of the model shown: the given model's, or the side chosen."""
         if self.given_model is not None:
             return Framework(torch.nn if is_torch(self.given_model) else self.nn)
         return Framework(torch.nn if self.side.value == "torch" or self.nn is None else self.nn)
@@ -276,6 +286,7 @@ class ModuleInspector:
         return model, x
 
     def toggle_mode(self):
+        """Switch the model between train and eval mode, and draw."""
         if self.model.training:
             self.model.eval()
         else:
@@ -297,6 +308,7 @@ class ModuleInspector:
             self.model.load_state_dict(saved)
 
     def state(self) -> dict:
+        """What the widget shows, as plain data (for tests and the browser check)."""
         rows = tree_rows(self.model)
         return {
             "framework": self.current.label,

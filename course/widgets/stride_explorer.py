@@ -187,11 +187,13 @@ class StrideExplorer:
         return True
 
     def remove_step(self):
+        """Drop the last view operation of the chain, and recompute."""
         if self.steps:
             self.steps.pop()
         self._recompute()
 
     def clear(self):
+        """Drop every view operation of the chain, and recompute."""
         self.steps.clear()
         self._recompute()
 
@@ -267,6 +269,7 @@ class StrideExplorer:
         return x, None
 
     def chain_text(self) -> str:
+        """The chain of view operations as code, starting from x."""
         return "x" + "".join(str(s) for s in self.steps)
 
     # --- what is on screen --------------------------------------------------------------
@@ -285,6 +288,7 @@ class StrideExplorer:
         return info
 
     def state(self) -> dict:
+        """What the widget shows, as plain data (for tests and the browser check)."""
         s = {"shape": self.base_shape, "chain": self.chain_text(), "label": self.label,
              "torch": None, "torch_error": self.torch_error, "yours": None, "yours_error": self.ours_error,
              "selected": None, "arithmetic": None, "position": None, "yours_arithmetic": None,

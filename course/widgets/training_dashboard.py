@@ -76,6 +76,7 @@ class Stage:
 
 
 def describe_error(e: BaseException) -> str:
+    """A one-line account of an exception raised while training: the stage, where, and what."""
     where = f"{Stage.current} (in {_where(e)})"
     if isinstance(e, NotImplementedError):
         return f"{where} raised NotImplementedError: an exercise is not done yet"
@@ -106,6 +107,7 @@ class TorchSide:
         self.test = data.DataLoader(data.TensorDataset(x_test, y_test), batch_size=512)
 
     def epoch(self) -> tuple:
+        """One epoch of torch's training on the same data: (mean training loss, test accuracy)."""
         self.model.train()
         total, count = 0.0, 0
         for x, y in self.train:
@@ -145,6 +147,7 @@ class YourSide:
             self.test = pieces["DataLoader"](pieces["TensorDataset"](x_test, y_test), batch_size=512)
 
     def fit(self, epochs: int, on_epoch) -> None:
+        """Train with the student's own fit() for `epochs`, calling `on_epoch` after each."""
         with Stage("your fit"):
             self.pieces["fit"](self.model, self.optimizer, self.pieces["cross_entropy"], self.train, self.test, epochs,
                                on_epoch=on_epoch)
@@ -186,11 +189,13 @@ class TrainingDashboard:
 
     # --- logic ------------------------------------------------------------------------------
     def config(self) -> dict:
+        """The settings chosen in the widget, as a dict."""
         return {"optimizer": self.optimizer_menu.value, "lr": float(self.lr_slider.value),
                 "batch_size": int(self.batch_menu.value), "epochs": int(self.epochs_slider.value),
                 "seed": self.seed, "hidden": self.hidden}
 
     def reset(self) -> None:
+        """Forget both sides' runs and any error, and draw."""
         self.runs = {"yours": [], "torch": []}
         self.error = None
         self.last_config = None
@@ -278,6 +283,7 @@ class TrainingDashboard:
                 "seconds": time.perf_counter() - start}
 
     def state(self) -> dict:
+        """What the widget shows, as plain data (for tests and the browser check)."""
         return {"config": self.last_config, "yours": [dict(r) for r in self.runs["yours"]],
                 "torch": [dict(r) for r in self.runs["torch"]], "error": self.error}
 

@@ -37,6 +37,7 @@ WATCHABLE = OrderedDict([
 
 
 def fmt(x):
+    """A number in six significant digits (None as None)."""
     return "None" if x is None else f"{x:.6g}"
 
 
@@ -72,6 +73,7 @@ class TrainingStepExplorer:
 
     @property
     def watched(self):
+        """The parameter the student chose to watch."""
         return self.dropdown.value
 
     def reset(self):
@@ -139,6 +141,7 @@ class TrainingStepExplorer:
         return None if p.grad is None else p.grad[idx].item()
 
     def state(self):
+        """What the widget shows, as plain data (for tests and the browser check)."""
         i = self.step_index
         return {
             "step": STEPS[i - 1][0] if i else None,

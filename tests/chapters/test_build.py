@@ -1,6 +1,7 @@
 """`autograder build`: source/ -> release/, byte-stable, checked, leaking nothing."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from autograder.build.release import build
 from autograder.build.source_format import SourceError
 from conftest import CHAPTERS
 from course.notebook import exercises
-from minicourse import write
+from course.cli import copy_missing_chapters
+from two_chapter_course import BETA, write
 
 
 def test_release_is_in_sync(repo):
@@ -76,6 +78,31 @@ def test_later_chapter_carries_reference_of_earlier_ones(built):
                           cwd=built / "release" / "02_beta", capture_output=True, text=True)
     assert done.stdout.strip() == "10", done.stderr
     assert not (built / "release" / "01_alpha" / "picotorch").exists(), "the first chapter needs no reference"
+
+
+def test_each_reference_module_is_committed_once(tmp_path):
+    """With three chapters, the last one's release holds the framework's modules and an earlier one's are
+    links to them (its __init__.py, which names its own modules, a file); a copy of the chapter folder, as
+    `course copy-release` and nbgrader's release make it, holds the module itself; the build wants the link."""
+    root = write(tmp_path / "course")
+    (root / "source" / "03_gamma").mkdir()
+    (root / "source" / "03_gamma" / "03_gamma.py").write_text(BETA.replace("02_beta", "03_gamma"))
+    assert build(root) != []
+    package = root / "release" / "02_beta" / "picotorch"
+    target = root / "release" / "03_gamma" / "picotorch" / "ch01_alpha.py"
+    assert os.readlink(package / "ch01_alpha.py") == "../../03_gamma/picotorch/ch01_alpha.py"
+    assert not target.is_symlink() and not (package / "__init__.py").is_symlink()
+    assert "return Box(box.value * 2)" in target.read_text()
+    copy_missing_chapters(root / "release", tmp_path / "work")
+    copied = tmp_path / "work" / "02_beta" / "picotorch" / "ch01_alpha.py"
+    assert not copied.is_symlink() and copied.read_bytes() == target.read_bytes()
+    (package / "ch01_alpha.py").unlink()
+    (package / "ch01_alpha.py").write_bytes(b"# edited\n")  # a copy where the link belongs (one build: it
+    # names what --check names, and mends it)
+    assert build(root) == ["stale: release/02_beta/picotorch/ch01_alpha.py (must be a link to "
+                           "../../03_gamma/picotorch/ch01_alpha.py)"]
+    assert (package / "ch01_alpha.py").is_symlink()
+    assert target.read_text() == copied.read_text(), "the rebuild must replace the copy, not write through it"
 
 
 def test_rebuild_changes_no_byte(built):

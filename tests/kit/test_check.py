@@ -18,7 +18,7 @@ from autograder.build.release import build
 from conftest import CHAPTERS, REPO
 from course.check import PASSED_VISIBLE, check_notebook
 from course.notebook import NotebookError, exercises
-from minicourse import write
+from two_chapter_course import write
 from notebook_runs import mutants_of
 
 pytestmark = pytest.mark.slow

@@ -301,11 +301,26 @@ def test_model_pair_builds_the_same_model_twice():
             expect_same_object(ours[name], p, pair, f"parameter {name}")
 
 
+def _made_at_import(code, where=""):
+    """(qualified name, code) of every function the statements of a module or class body make when it is imported:
+    functions, lambdas, methods, property getters (a class body's own, recursively); not comprehensions, which run
+    once, at import."""
+    for const in code.co_consts:
+        if not hasattr(const, "co_code") or const.co_name in ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"):
+            continue
+        if const.co_flags & 0x2:  # CO_NEWLOCALS: a function
+            yield f"{where}{const.co_name}", const
+        else:  # a class body: what it makes are the class's methods and descriptors
+            yield from _made_at_import(const, f"{where}{const.co_name}.")
+
+
 def test_every_function_of_the_kit_is_trusted_by_the_sandbox():
     """The sandbox counts a frame as the grader's when its code belongs to a function its snapshot found: a
-    module's functions and its classes' methods, and what is nested in them. A kit function made at module level
-    but kept only elsewhere (a lambda in a module-level table) runs as a stranger at grading, and the tests'
-    draws through it are refused (chapter 01's view tests lost every point that way once)."""
+    module's functions, its classes' methods and property getters, and what is nested in them. A kit function
+    made at import but kept where the snapshot does not look (a lambda in a module-level table; a property's
+    getter, before the snapshot unwrapped properties) runs as a stranger at grading: the tests' draws through it
+    are refused (chapter 01's view tests lost every point that way once) and its code is neither guarded nor
+    restored. TorchLog.__torch_dispatch__ (called by torch's dispatcher) and ModelPair's properties are checked."""
     import importlib
     from pathlib import Path
 
@@ -313,14 +328,40 @@ def test_every_function_of_the_kit_is_trusted_by_the_sandbox():
     kit = [importlib.import_module(name) for name in TESTING_KIT]
     snap = Snapshot.take(roots=(str(Path(kit[0].__file__).resolve().parent),))
     trusted = {(c.co_filename, c.co_firstlineno, c.co_name) for f in snap.functions for c in _code_objects(f[2])}
-    strangers = []
+    strangers, checked = [], set()
     for path in sorted({Path(m.__file__).resolve() for m in kit}):
-        module_code = compile(path.read_text(), str(path), "exec")
-        for code in module_code.co_consts:  # what the module's own statements make: functions, lambdas, classes
-            if not hasattr(code, "co_code") or code.co_name in ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"):
-                continue  # a comprehension runs once, at import
-            if not code.co_flags & 0x2:  # no CO_NEWLOCALS: a class body, whose methods the snapshot takes
-                continue
+        for name, code in _made_at_import(compile(path.read_text(), str(path), "exec")):
+            checked.add(name)
             if (str(path), code.co_firstlineno, code.co_name) not in trusted:
-                strangers.append(f"{path.name}:{code.co_firstlineno} {code.co_name}")
-    assert not strangers, ("kit code the sandbox would not trust (make it a module function): " + ", ".join(strangers))
+                strangers.append(f"{path.name}:{code.co_firstlineno} {name}")
+    assert {"TorchLog.__torch_dispatch__", "ModelPair.theirs", "ModelPair.ours"} <= checked, sorted(checked)
+    assert not strangers, ("kit code the sandbox would not trust (make it a module function or a method): "
+                           + ", ".join(strangers))
+
+
+def test_kit_code_behind_a_property_or_a_wrapper_rewritten_by_student_code_is_put_back():
+    """A property's getter, and the function behind a wrapper (torch wraps TorchLog.__torch_dispatch__ in
+    torch._disable_dynamo), are in the snapshot like methods: a new __code__ given to ModelPair.theirs's getter
+    (so that a chapter 03 test would compare the student's model with itself) or to TorchLog's dispatch (so that
+    torch's log of chapter 05's tests would say what the student's does) is undone and reported by the restore."""
+    from pathlib import Path
+
+    import course.testing.dispatch_log as dispatch_log
+    import course.testing.model_pair as model_pair
+    from autograder.sandbox.integrity import Snapshot, _functions_restorer
+    getter = model_pair.ModelPair.theirs.fget
+    dispatch = dispatch_log.TorchLog.__dict__["__torch_dispatch__"].__wrapped__
+    originals = {getter: getter.__code__, dispatch: dispatch.__code__}
+    snap = Snapshot.take(roots=(str(Path(model_pair.__file__).resolve().parent),))
+    try:
+        getter.__code__ = (lambda self: self.ours_pool[0]).__code__
+        dispatch.__code__ = (lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))).__code__
+        sensitive: list[str] = []
+        _functions_restorer(snap)([].append, sensitive)
+        assert all(fn.__code__ is code for fn, code in originals.items()), "the code was not put back"
+        assert {"course.testing.model_pair.ModelPair.theirs.fget.__code__",
+                "course.testing.dispatch_log.TorchLog.__torch_dispatch__.__wrapped__.__code__"} <= set(sensitive), \
+            sensitive
+    finally:
+        for fn, code in originals.items():
+            fn.__code__ = code

@@ -1,5 +1,6 @@
 """The shape of the project's own code (issue 39): no function over 80 lines in autograder/, hub/ and course/,
-and no import cycle among their modules (function-local imports included). Reads the source; imports nothing."""
+and no import cycle among their modules (function-local imports included), a docstring on every public function of
+course/ and autograder/. Reads the source; imports nothing."""
 from __future__ import annotations
 
 import ast
@@ -132,3 +133,28 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _public_functions_without_docstring(package: str) -> list[str]:
+    """"path:line name" of every public function (module level, or a method of a public class) of `package` that
+    has no docstring; names starting with _ are private."""
+    missing = []
+
+    def visit(node, prefix: str, path: Path) -> None:
+        for child in ast.iter_child_nodes(node):
+            if not hasattr(child, "name") or child.name.startswith("_"):
+                continue  # a statement, or a private name
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(child) is None:
+                missing.append(f"{path.relative_to(REPO).as_posix()}:{child.lineno} {prefix}{child.name}")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.", path)
+
+    for path in sorted((REPO / package).rglob("*.py")):
+        visit(_tree(path), "", path)
+    return missing
+
+
+def test_every_public_function_of_course_and_autograder_has_a_docstring():
+    missing = _public_functions_without_docstring("course") + _public_functions_without_docstring("autograder")
+    assert not missing, ("public functions without a docstring (one line: what it returns or does, and why where "
+                         "it is not plain): " + ", ".join(missing))

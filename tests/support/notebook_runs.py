@@ -143,8 +143,9 @@ def mutant_verdicts(chapter: Chapter, mutants: list[tuple], visible_only: bool =
 
 
 def reference_package(chapter: Chapter) -> Path:
-    """release/NN/picotorch/: the reference of the chapters before `chapter`, committed once (the build's
-    source/NN/picotorch/ is an ignored copy of it, absent from a fresh clone)."""
+    """release/NN/picotorch/: the reference of the chapters before `chapter`, committed once (its modules are
+    links into the last chapter's package, which copytree below follows; the build's source/NN/picotorch/ is
+    an ignored copy of it, absent from a fresh clone)."""
     return chapter.source_dir.parent.parent / "release" / chapter.id / PACKAGE
 
 

@@ -8,7 +8,7 @@ import torch
 
 from course.widgets import autograd_graph
 from course.widgets.autograd_graph import EXAMPLES, LEAVES, AutogradGraphViewer, ExpressionError, explore, parse_program
-from widget_tree import buttons
+from widget_buttons import buttons
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from course.widgets import graph_passes
 from course.widgets.graph_passes import (PALETTE, GraphPassesExplorer, colour_key, describe_change, describe_stage,
                                          edge_route, explore, group_colours, layout, op_counts, parse_stages, rows,
                                          stage_diff)
-from widget_tree import buttons
+from widget_buttons import buttons
 
 SHAPE, DTYPE = (3, 4), "float32"
 

@@ -14,7 +14,7 @@ from course.cuda.status import emulator_available
 from course.widgets.launch_visualiser import (LaunchVisualiser, expected_global_loads, explore, measure, owners_1d,
                                               summary_1d, tile_steps, tiles_of)
 from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
-from widget_tree import buttons
+from widget_buttons import buttons
 
 needs_emulator = pytest.mark.skipif(not emulator_available(),
                                     reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")

@@ -10,7 +10,7 @@ import torch
 
 from course.widgets import module_inspector
 from course.widgets.module_inspector import EXAMPLES, ModuleInspector, explore, mode_effects, state_dict_rows, tree_rows
-from widget_tree import buttons
+from widget_buttons import buttons
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from course.widgets import training_dashboard as td
 from course.widgets.training_dashboard import OPTIMIZERS, PIECES, TrainingDashboard, chart_svg, explore
-from widget_tree import buttons
+from widget_buttons import buttons
 
 
 @pytest.fixture(scope="module")

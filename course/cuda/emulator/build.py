@@ -130,6 +130,8 @@ def compiler() -> tuple[str, str] | None:
 
 
 def require_compiler() -> tuple[str, str]:
+    """The C++ compiler the emulator builds kernels with (as `compiler()` finds it), or BackendUnavailable saying
+    how to get one."""
     found = compiler()
     if not found:
         raise BackendUnavailable(

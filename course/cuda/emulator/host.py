@@ -104,9 +104,11 @@ class Host:
     # -- plumbing
 
     def alive(self) -> bool:
+        """Whether the launch process is still running."""
         return self.proc.poll() is None
 
     def send(self, data: bytes) -> None:
+        """Write a request to the launch process; HostDied (naming its signal) if it is gone."""
         try:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
@@ -114,6 +116,7 @@ class Host:
             raise HostDied(_signal_name(self.proc.wait())) from None
 
     def recv(self, n: int, deadline: float | None = None) -> bytes:
+        """Exactly `n` bytes of the launch process's reply; past `deadline` it is killed and HostDied raised."""
         chunks, left = [], n
         while left:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
@@ -138,10 +141,12 @@ class Host:
             return None
 
     def recv_string(self, deadline: float | None = None) -> str:
+        """A length-prefixed string of the reply (at most 1 MiB read), decoded leniently."""
         (n,) = struct.unpack("<I", self.recv(4, deadline))
         return self.recv(min(n, 1 << 20), deadline).decode(errors="replace") if n else ""
 
     def kill(self) -> None:
+        """Kill the launch process and reap it (never raises)."""
         try:
             self.proc.kill()
         except OSError:
@@ -152,6 +157,7 @@ class Host:
             pass
 
     def close(self) -> None:
+        """Kill the launch process and release its pipes, arena mapping and file descriptors."""
         self.kill()
         self.view = None
         for closer in (lambda: self.arena.close() if self.arena is not None else None,
@@ -165,6 +171,8 @@ class Host:
     # -- requests
 
     def load(self, path: str) -> int:
+        """The launch process's handle of the compiled kernel library at `path` (loaded once); OSError with its
+        reason if it does not load."""
         handle = self.libs.get(path)
         if handle is None:
             data = path.encode()
@@ -177,6 +185,8 @@ class Host:
         return handle
 
     def describe(self, path: str, index: int) -> list[tuple[int, int]]:
+        """[(size, alignment)] of kernel `index`'s parameters as the compiled library reports them (empty if
+        unknown)."""
         handle = self.load(path)
         self.send(struct.pack("<III", 2, handle, index))
         values = struct.unpack("<129i", self.recv(4 * 129))
@@ -184,6 +194,8 @@ class Host:
         return [(values[1 + i], values[65 + i]) for i in range(max(0, min(n, 64)))] if n >= 0 else []
 
     def ensure_arena(self, size: int) -> torch.Tensor:
+        """The shared memory mapping that carries tensors to the launch process, grown to at least `size` bytes; a
+        uint8 view of it."""
         if self.arena is None or len(self.arena) < size:
             size = max(size, 2 * len(self.arena) if self.arena is not None else 0, 1 << 20)
             size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
@@ -265,6 +277,7 @@ def discard(host: Host) -> None:
 
 
 def shutdown() -> None:
+    """Close every launch process this process started (at exit, and in tests)."""
     with _lock:
         running = list(_state.values())
         _state.clear()
@@ -323,12 +336,14 @@ def place(tensors: list[tuple[torch.Tensor, int, int]]) -> Placement:
 
 
 def copy_in(view: torch.Tensor, placement: Placement) -> None:
+    """Copy each placed tensor's bytes into the shared arena `view`, before a launch."""
     for t, n, at in placement.copies:
         if n:
             view[at:at + n].copy_(byte_view(t, n))
 
 
 def copy_out(view: torch.Tensor, placement: Placement) -> None:
+    """Copy each placed tensor's bytes back from the shared arena `view`, after a launch."""
     for t, n, at in placement.copies:
         if n:
             byte_view(t, n).copy_(view[at:at + n])
@@ -336,6 +351,8 @@ def copy_out(view: torch.Tensor, placement: Placement) -> None:
 
 def launch_request(handle: int, index: int, grid, block, shared_mem: int, timeout_s: float, ranges,
                    args: list[tuple[int, bytes]]) -> bytes:
+    """The bytes of one launch request: kernel, grid, block, shared memory, time limit, the tensors' address
+    ranges and the arguments."""
     parts = [struct.pack("<III3I3IQd", 4, handle, index, *grid, *block, shared_mem, timeout_s),
              struct.pack("<I", len(ranges))]
     parts += [struct.pack("<QQ", lo, hi) for lo, hi in ranges]
@@ -346,6 +363,7 @@ def launch_request(handle: int, index: int, grid, block, shared_mem: int, timeou
 
 
 def read_reply(host: Host, deadline: float) -> dict:
+    """The launch process's reply to a launch as {field: value}, its strings included; HostDied past `deadline`."""
     values = REPLY.unpack(host.recv(REPLY.size, deadline))
     reply, pos = {}, 0
     for name in REPLY_FIELDS:

@@ -158,6 +158,8 @@ def _shared_race(cfg: SimpleNamespace, sig: Signature, source: str) -> DataRaceE
 
 def launch(build: Build, index: int, sig: Signature, grid, block, packed: list[PackedArg], shared_mem: int,
            timeout_s: float, capture_printf: bool, source: str = "") -> LaunchReport:
+    """Run kernel `index` of `build` on the emulator in the launch process: place the tensors, launch, copy back;
+    the LaunchReport."""
     tensors = [(a.tensor, *tensor_extent(a.tensor)) for a in packed if a.is_pointer and a.tensor is not None]
     placement = hosts.place(tensors)
     offsets = iter(lo for lo, _ in placement.ranges)

@@ -184,6 +184,8 @@ def _shared_addresses(stderr: str) -> dict[int, tuple[str, int]]:
 
 
 def parse_asan(stderr: str, source: str, buffers, shared_mem: int = 0) -> list[Finding]:
+    """AddressSanitizer's reports in `stderr` as Findings: which buffer (or shared memory) was read or written out
+    of bounds, at which source line."""
     source_lines = source.splitlines()
     addresses = _buffer_addresses(stderr)
     shared = _shared_addresses(stderr)
@@ -267,6 +269,8 @@ _TSAN_ACCESS = re.compile(r"^\s+(?P<prev>Previous )?(?P<op>[Aa]tomic write|[Aa]t
 
 
 def parse_tsan(stderr: str, source: str, block, buffers) -> list[Finding]:
+    """ThreadSanitizer's race reports in `stderr` as Findings: the two CUDA threads, the buffer and the source
+    lines (a missing barrier)."""
     source_lines = source.splitlines()
     addresses = _buffer_addresses(stderr)
     names = {int(m.group(1)): m.group(2)
@@ -337,6 +341,8 @@ def parse_tsan(stderr: str, source: str, block, buffers) -> list[Finding]:
 
 def run(build: Build, index: int, sig: Signature, source: str, grid, block, packed: list[PackedArg],
         shared_mem: int, timeout_s: float) -> LaunchReport:
+    """Run one launch of a sanitizer build (bounds: AddressSanitizer, races: ThreadSanitizer) in a child process;
+    the report with what it found."""
     mode = build.mode
     buffers, args = _group(packed)
     with work_dir(".check-") as work:

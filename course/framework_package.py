@@ -17,10 +17,12 @@ _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
 def module_name(chapter_id: str) -> str:
+    """The module of the package that holds chapter `chapter_id`'s framework code: ch<id>."""
     return "ch" + chapter_id
 
 
 def framework_cells(nb) -> list[str]:
+    """The sources of the notebook's code cells marked `reference`, which later chapters build on."""
     return [c.source for c in nb.cells
             if c.cell_type == "code" and c.metadata.get("course", {}).get("reference")]
 

@@ -10,7 +10,7 @@ import pytest
 
 from autograder.build.release import build
 from course.notebook import exercises
-from minicourse import write
+from two_chapter_course import write
 
 
 @pytest.fixture()
