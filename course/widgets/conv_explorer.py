@@ -174,6 +174,8 @@ class ConvExplorer:
 
     # --- what is on screen --------------------------------------------------------------
     def state(self) -> dict:
+        """What the widget shows now, as plain data: the window, its taps in the padded image, the im2col
+        column and row selected and the storage positions each reads (what the drawing and the tests use)."""
         s = self.settings
         (c, h, w), (kh, kw) = s["input"], s["kernel"]
         (i, j), (rc, rp, rq) = self.window.value, self.row.value
