@@ -42,8 +42,9 @@ def _copy_chapter(chapter, notebook: Path, tmp_path: Path) -> Path:
 
 
 # The command's exit codes on whole notebooks are a property of the tool, not of a chapter: one
-# chapter shows them. Every chapter's solution and release are graded in tests/chapters/test_chapters.py, and
-# the wrong-answer test below runs `check` on every chapter.
+# chapter shows them. Every chapter's solution and release are graded in tests/chapters/test_chapters.py, whose
+# typical-mistake test also runs every chapter's solutions against its visible tests alone (what `check` runs),
+# and every chapter's `check()` runs in its notebook in the browser pass (tests/browser/test_in_browser.py).
 @pytest.mark.parametrize("chapter", CHAPTERS[:1], ids=[c.id for c in CHAPTERS[:1]])
 def test_solution_passes_and_exits_0(chapter, tmp_path):
     done = course_check(_copy_chapter(chapter, chapter.notebook, tmp_path))
@@ -64,7 +65,13 @@ def test_blank_is_not_attempted_and_exits_1(chapter, tmp_path):
     assert verdicts and all("not attempted" in line for line in verdicts), done.stdout
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+# The whole-notebook wrong answer: the first chapter, chapter 05 (its device: the emulator in check's kernel) and the
+# last one (the most framework under the notebook).
+WRONG_ANSWER_CHAPTERS = list({c.id: c for c in [CHAPTERS[0], *[c for c in CHAPTERS if c.id == "05_backend"],
+                                                CHAPTERS[-1]]}.values())
+
+
+@pytest.mark.parametrize("chapter", WRONG_ANSWER_CHAPTERS, ids=[c.id for c in WRONG_ANSWER_CHAPTERS])
 def test_wrong_answer_fails_with_its_teaching_message_and_nothing_hidden_runs(chapter, tmp_path):
     """The last exercise answered wrongly in the student's (release) notebook: it fails, with a message,
     and every other exercise passes."""
