@@ -1,4 +1,4 @@
-"""Grading a class on a Dask cluster, and the record that lets a run resume.
+"""Grading a class on a Dask cluster.
 
     dask scheduler --port 8786                                 on one machine
     dask worker tcp://HOST:8786 --nthreads 1                   on each grading machine (or core pair)
@@ -27,16 +27,14 @@ machine gone) loses nothing: the scheduler gives the task to another worker, and
 the client records each student once, whichever worker finished.
 
 Every result is also written, as it arrives, to OUT/.resume/CHAPTER/STUDENT.json
-(a temporary file renamed into place), keyed by the notebook's content, the
-course version and the limits. A run stopped by Ctrl-C leaves those and no
+(grade/journal.py, shared with the local pool), keyed by the notebook's content,
+the course version and the limits. A run stopped by Ctrl-C leaves those and no
 half-written file; `--resume` takes the recorded results whose key still
-matches and grades only the rest (new students, changed notebooks). This
-record serves the local pool too.
+matches and grades only the rest (new students, changed notebooks).
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import resource
@@ -46,16 +44,14 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from distributed import WorkerPlugin
 
 from autograder.chapters import REPO, Chapter
-from autograder.grade.files import write_atomic
+from autograder.grade.journal import course_version, grader_key
 
 PLUGIN = "autograder-grader"
-RESUME = ".resume"
 STATUS_EVERY_S = 3.0
 NO_WORKER_TIMEOUT_S = 120.0
 
@@ -71,113 +67,6 @@ class ClusterError(RuntimeError):
 
 class GraderUnavailable(RuntimeError):
     """A task reached a worker whose grader is not the one it was sent for."""
-
-
-# -- the course version, computed by the client and by every worker ----------------------------
-
-def _digest_files(h, root: Path, files) -> None:
-    for path in sorted(files):
-        rel = path.relative_to(root).as_posix()
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-
-
-def _tree(folder: Path):
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-            and ".ipynb_checkpoints" not in p.parts and p.suffix not in (".pyc", ".tmp")]
-
-
-def course_version(repo: Path, chapter_id: str) -> dict[str, str]:
-    """{"chapter": sha256 of source/CH, release/CH and the earlier chapters' text forms (the
-    reference package is generated from them), "grader": sha256 of the course and autograder
-    packages' code}. Two checkouts that agree on both grade alike."""
-    repo = Path(repo).resolve()
-    h = hashlib.sha256(chapter_id.encode() + b"\0")
-    earlier = [d / f"{d.name}.py" for d in (repo / "source").iterdir()
-               if d.is_dir() and d.name[:2].isdigit() and d.name < chapter_id and (d / f"{d.name}.py").is_file()]
-    _digest_files(h, repo, _tree(repo / "source" / chapter_id) + _tree(repo / "release" / chapter_id) + earlier)
-    g = hashlib.sha256()
-    for package in ("course", "autograder"):
-        folder = Path(__import__(package).__file__).resolve().parent
-        _digest_files(g, folder.parent, [p for p in _tree(folder) if p.suffix in (".py", ".h", ".cpp", ".cu")])
-    return {"chapter": h.hexdigest(), "grader": g.hexdigest()}
-
-
-def _limits_key(limits) -> str:
-    return hashlib.sha256(json.dumps(asdict(limits), sort_keys=True).encode()).hexdigest()
-
-
-def grader_key(chapter_id: str, version: dict, limits) -> str:
-    """What a worker's grader must match: the chapter, its version and the limits."""
-    text = json.dumps({"chapter": chapter_id, "version": version, "limits": _limits_key(limits)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-# -- the record of results, for --resume ----------------------------------------------------------
-
-def _result_to_json(result) -> dict:
-    return asdict(result)
-
-
-def _result_from_json(data: dict):
-    from autograder.grade.grader import Result
-    from course.verdicts import Status, Verdict
-    data = dict(data)
-    # statuses come back as the words JSON holds; a resumed result carries the same Status as a fresh one
-    data["verdicts"] = [Verdict(**{**v, "status": Status(v["status"])}) for v in data.get("verdicts", [])]
-    return Result(**data)
-
-
-def submission_digest(submission) -> str:
-    """Of what is graded: the notebook's bytes, or the reason there is none."""
-    h = hashlib.sha256(submission.student.encode() + b"\0")
-    if submission.notebook is None:
-        h.update(b"problem\0" + (submission.problem or "").encode())
-    else:
-        try:
-            h.update(b"notebook\0" + Path(submission.notebook).read_bytes())
-        except OSError as e:
-            h.update(b"unreadable\0" + str(e).encode())
-    h.update(b"\0" + (submission.timestamp or "").encode())
-    return h.hexdigest()
-
-
-class Journal:
-    """OUT/.resume/CHAPTER/: one file per graded student, written as each result arrives."""
-
-    def __init__(self, out: Path, chapter_id: str, key: str):
-        self.folder = Path(out) / RESUME / chapter_id
-        self.key = key
-        self.digests: dict[str, str] = {}
-
-    def _path(self, student: str) -> Path:
-        return self.folder / f"{student}.json"
-
-    def start(self, submissions, resume: bool) -> dict:
-        """{student: Result} already graded (with --resume), and the record made ready."""
-        self.digests = {s.student: submission_digest(s) for s in submissions}
-        if not resume:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            return {}
-        kept = {}
-        for s in submissions:
-            path = self._path(s.student)
-            try:
-                entry = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if entry.get("key") == self.key and entry.get("digest") == self.digests[s.student]:
-                try:
-                    kept[s.student] = _result_from_json(entry["result"])
-                except (KeyError, TypeError):
-                    continue
-        return kept
-
-    def add(self, result) -> None:
-        entry = {"key": self.key, "digest": self.digests.get(result.student), "result": _result_to_json(result)}
-        write_atomic(self._path(result.student), json.dumps(entry) + "\n")
 
 
 # -- the worker side --------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def _workers_with_the_code_on_disk(cluster: DaskCluster) -> None:
     retried (a worker is killed, the client stopped): a worker whose grader was built from code that has changed
     on disk since (a working tree others edit) would refuse it. Such workers are restarted (fresh processes
     import the code on disk); workers that already run it keep their warm graders."""
-    from autograder.grade.distributed import course_version
+    from autograder.grade.journal import course_version
     on_disk = course_version(REPO, "00_tour")["grader"]
     with cluster.client() as client:  # a lambda: sent by value (the workers cannot import this module)
         loaded = client.run(lambda dask_worker: getattr(sys.modules.get("autograder.grade.distributed"),
@@ -458,7 +458,7 @@ def test_an_unreachable_scheduler_exits_2_with_a_message(tmp_path):
 
 
 def test_a_result_read_back_for_resume_carries_the_same_statuses_as_a_fresh_one():
-    from autograder.grade.distributed import _result_from_json, _result_to_json
+    from autograder.grade.journal import _result_from_json, _result_to_json
     from autograder.grade.grader import Result
     from course.verdicts import Status, Verdict
     fresh = Result("ana", "00_tour", [Verdict("ex_double", Status.PASSED, "", 2.0, 2.0),
