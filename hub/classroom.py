@@ -242,6 +242,7 @@ def grade(s, chapter: str, workers: int | None = None, out=print, regrade_all: b
     course = course_folder(s)
     _collect(s, chapter, course, out)
     due, policy = _due_date(s, chapter), late_policy(s, chapter)
+    publish_due_dates(s)  # one set in formgrader since: the students' Assignment List shows it from now on
     picked = _pick(s, chapter, course, due, policy)
     work = s.state / "grading" / chapter
     _stage_intake(s, work, chapter, picked)
@@ -452,6 +453,35 @@ def _set_late_policy(s, chapter: str, policy: str) -> None:
         chosen = {}
     chosen[chapter] = policy
     path.write_text(json.dumps(chosen, indent=1) + "\n")
+    publish_due_dates(s)
+
+
+def publish_due_dates(s) -> None:
+    """HUB_STATE/config/student/course-due.json (readable by the class): each chapter's due date (UTC) and
+    late policy, from the gradebook and the hub's state, which students cannot read. The students'
+    Assignment List (hub/course_assignment_list.py) says with it which submission is late and which
+    counts. Called whenever either may have changed: `due`, a policy set, a grading, the grader page
+    shown (formgrader sets due dates too), the hub's start."""
+    from nbgrader.api import Gradebook
+    from course_assignment_list import DUE_FILE
+    folder = s.state / "config" / "student"
+    if not folder.is_dir():
+        return
+    dates = {}
+    if (course_folder(s) / "gradebook.db").exists():
+        with Gradebook(_gradebook_url(s)) as gb:
+            for assignment in gb.assignments:
+                if assignment.duedate is not None:
+                    due = assignment.duedate.replace(tzinfo=datetime.timezone.utc)
+                    dates[assignment.name] = {"due": due.isoformat(), "policy": late_policy(s, assignment.name)}
+    text = json.dumps(dates, indent=1, sort_keys=True) + "\n"
+    path = folder / DUE_FILE
+    if path.is_file() and path.read_text() == text:
+        return
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def _csv_cells():
@@ -556,6 +586,7 @@ def set_due(s, chapter: str, when: str, tz: str = "UTC", out=print, policy: str 
     if policy:
         _set_late_policy(s, chapter, policy)
     policy = late_policy(s, chapter)
+    publish_due_dates(s)
     out(f"{chapter} is due {due:%Y-%m-%d %H:%M} UTC; late policy {policy}: {POLICIES[policy]}")
     return 0
 
