@@ -243,6 +243,7 @@ def grade(settings, chapter: str, workers: int | None = None, out=print, regrade
     course = course_folder(settings)
     _collect(settings, chapter, course, out)
     due, policy = _due_date(settings, chapter), late_policy(settings, chapter)
+    publish_due_dates(settings)  # one set in formgrader since: the students' Assignment List shows it from now on
     picked = _pick(settings, chapter, course, due, policy)
     work = settings.state / "grading" / chapter
     _stage_intake(settings, work, chapter, picked)
@@ -455,6 +456,35 @@ def _set_late_policy(settings, chapter: str, policy: str) -> None:
         chosen = {}
     chosen[chapter] = policy
     path.write_text(json.dumps(chosen, indent=1) + "\n")
+    publish_due_dates(settings)
+
+
+def publish_due_dates(settings) -> None:
+    """HUB_STATE/config/student/course-due.json (readable by the class): each chapter's due date (UTC) and
+    late policy, from the gradebook and the hub's state, which students cannot read. The students'
+    Assignment List (hub/course_assignment_list.py) says with it which submission is late and which
+    counts. Called whenever either may have changed: `due`, a policy set, a grading, the grader page
+    shown (formgrader sets due dates too), the hub's start."""
+    from nbgrader.api import Gradebook
+    from course_assignment_list import DUE_FILE
+    folder = settings.state / "config" / "student"
+    if not folder.is_dir():
+        return
+    dates = {}
+    if (course_folder(settings) / "gradebook.db").exists():
+        with Gradebook(_gradebook_url(settings)) as gb:
+            for assignment in gb.assignments:
+                if assignment.duedate is not None:
+                    due = assignment.duedate.replace(tzinfo=datetime.timezone.utc)
+                    dates[assignment.name] = {"due": due.isoformat(), "policy": late_policy(settings, assignment.name)}
+    text = json.dumps(dates, indent=1, sort_keys=True) + "\n"
+    path = folder / DUE_FILE
+    if path.is_file() and path.read_text() == text:
+        return
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def _csv_cells():
@@ -560,6 +590,7 @@ def set_due(settings, chapter: str, when: str, tz: str = "UTC", out=print, polic
     if policy:
         _set_late_policy(settings, chapter, policy)
     policy = late_policy(settings, chapter)
+    publish_due_dates(settings)
     out(f"{chapter} is due {due:%Y-%m-%d %H:%M} UTC; late policy {policy}: {POLICIES[policy]}")
     return 0
 

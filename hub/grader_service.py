@@ -187,6 +187,7 @@ class GraderPage(HubOAuthenticated, RequestHandler):
                 f"data-chapter='{chapter}'>{ACTIONS['release-feedback']}</button></form></td></tr>")
 
     def _page(self, user: str, shown: str | None) -> str:
+        classroom.publish_due_dates(S)  # a due date set in formgrader reaches the students' Assignment List
         subs = classroom.inbound(S)
         xsrf = self.xsrf_form_html()
         rows = [self._chapter_row(chapter, subs, xsrf) for chapter in classroom.released(S)]

@@ -23,7 +23,9 @@ from pathlib import Path
 from settings import REPO
 
 SKIP_IN_VENV = {"proxy"}  # configurable-http-proxy runs with the hub, as root
-LAYOUT_VERSION = "2"  # bump when build() changes what it makes
+LAYOUT_VERSION = "3"  # bump when build() changes what it makes
+# modules of hub/ the servers import (a server extension): copied into the runtime's src/
+SERVER_MODULES = ["course_formgrader.py", "course_assignment_list.py"]
 # JupyterLab's defaults for the class, the ones `make lab` uses too: no prompt to fetch Jupyter's news
 LAB_OVERRIDES = json.loads((REPO / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
 
@@ -61,7 +63,7 @@ def _fingerprint(venv: Path) -> str:
     h.update(stamp.read_bytes() if stamp.is_file() else b"-")
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     h.update("\n".join(sorted(os.listdir(venv / "lib" / version / "site-packages"))).encode())
-    for path in sorted((REPO / "course").rglob("*")):
+    for path in sorted([*(REPO / "course").rglob("*"), *(REPO / "hub" / name for name in SERVER_MODULES)]):
         if path.is_file() and "__pycache__" not in path.parts:
             h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
@@ -108,6 +110,8 @@ def build(target: Path, venv: Path | None = None) -> dict:
         entry.unlink()
     shutil.copytree(REPO / "course", fresh / "src" / "course",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in SERVER_MODULES:
+        shutil.copyfile(REPO / "hub" / name, fresh / "src" / name)
     _replace(site / "course_hub_runtime.pth", str(target / "src") + "\n")
 
     overrides = fresh / "share" / "jupyter" / "lab" / "settings" / "overrides.json"

@@ -45,6 +45,10 @@ from settings import REPO, Settings  # noqa: E402
 STUDENT_LAB_OFF = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                    "@jupyter/nbgrader:course-list"]
 STUDENT_SERVER_OFF = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"]
+# formgrader without the buttons the course's own flow replaces (hub/course_formgrader.py), and the
+# Assignment List saying which submission is late and which counts (hub/course_assignment_list.py)
+INSTRUCTOR_SERVER_ON = ["course_formgrader"]
+STUDENT_SERVER_ON = ["course_assignment_list"]
 # As in the course folder's nbgrader_config.py: in a kernel nbgrader starts (autograde, Validate) the
 # chapter's check() cell returns at once instead of running the whole notebook a second time.
 CHECK_OFF_IN_NBGRADER_KERNELS = [
@@ -136,11 +140,13 @@ def write_role_config(settings: Settings, course: Path) -> None:
                      f"c.CourseDirectory.ignore = {IGNORE!r}\n")
         off_lab = STUDENT_LAB_OFF if role == "student" else []
         off_server = STUDENT_SERVER_OFF if role == "student" else []
+        on_server = INSTRUCTOR_SERVER_ON if role == "instructor" else STUDENT_SERVER_ON
         files = {
             "nbgrader_config.py": text,
             # terminals: a plain bash, not a login shell, whose /etc/profile would drop the runtime from PATH
             "jupyter_server_config.json": json.dumps({"ServerApp": {
-                "jpserver_extensions": {name: False for name in off_server},
+                "jpserver_extensions": {**{name: False for name in off_server},
+                                        **{name: True for name in on_server}},
                 "terminado_settings": {"shell_command": ["/bin/bash"]}},
                 # window.jupyterapp in the user's own page: the browser test drives JupyterLab through it
                 "LabApp": {"expose_app_in_browser": True}}, indent=2) + "\n",
@@ -221,6 +227,8 @@ def prepare(settings: Settings) -> None:
     course = prepare_course_folder(settings)
     write_role_config(settings, course)
     settings.save()
+    import classroom  # the due dates a gradebook kept from an earlier run, for the students' Assignment List
+    classroom.publish_due_dates(settings)
     say(f"exchange {settings.exchange / settings.course_id}; the instructor's course folder {course}")
 
 

@@ -26,9 +26,11 @@ A worker that dies in the middle of a submission (killed, out of memory, its
 machine gone) loses nothing: the scheduler gives the task to another worker, and
 the client records each student once, whichever worker finished.
 
-Every result is also written, as it arrives, to the record that lets a run resume
-(autograder/grade/journal.py, which the local pool uses too); the course version
-a worker checks is computed there.
+Every result is also written, as it arrives, to OUT/.resume/CHAPTER/STUDENT.json
+(grade/journal.py, shared with the local pool), keyed by the notebook's content,
+the course version and the limits. A run stopped by Ctrl-C leaves those and no
+half-written file; `--resume` takes the recorded results whose key still
+matches and grades only the rest (new students, changed notebooks).
 """
 from __future__ import annotations
 

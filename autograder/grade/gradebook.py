@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from autograder import nbgrader_env
 from autograder.chapters import Chapter
+from autograder.grade.files import write_atomic
 
 
 def sqlite_path(db_url: str) -> Path | None:
@@ -112,13 +115,16 @@ def _exclusive(db_url: str):
         engine.dispose()
 
 
-def record(chapter: Chapter, db_url: str, results: list) -> None:
-    """Put `results` (autograder.grade.grader.Result) into the gradebook at `db_url`."""
+def record(chapter: Chapter, db_url: str, results: list, known: Path | None = None, key: str = "") -> None:
+    """Put `results` (autograder.grade.grader.Result) into the gradebook at `db_url`.
+
+    `known` (a file) remembers, for the grader's `key`, the chapter's rows as generate_assignment left
+    them in this gradebook: a later run whose key and rows still match does not generate it again."""
     path = sqlite_path(db_url)
     if path is None:
         url = engine_url(db_url)
         with _exclusive(url):
-            _record(chapter, url, results)
+            _record(chapter, url, results, known, key, db_url)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -128,26 +134,26 @@ def record(chapter: Chapter, db_url: str, results: list) -> None:
             shutil.copyfile(path, tmp)
         else:
             os.unlink(tmp)
-        _record(chapter, f"sqlite:///{tmp}", results)
+        _record(chapter, f"sqlite:///{tmp}", results, known, key, db_url)  # known by its own name, not the copy's
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def _record(chapter: Chapter, db_url: str, results: list) -> None:
+def _record(chapter: Chapter, db_url: str, results: list, known: Path | None = None, key: str = "",
+            gradebook: str = "") -> None:
     from nbgrader.api import Gradebook
-    from autograder.grade.grader import prepare_course
 
     nbgrader_env.stamp_in_process()
-    with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
-        prepare_course(chapter, Path(tmp))  # the assignment's cells, as generate_assignment records them
-        # The course the assignment belongs to: nbgrader's default course_id ('') has no row in the course
-        # table, which SQLite lets pass and PostgreSQL refuses (a foreign key); this is the Gradebook's own.
-        api = nbgrader_env.api(Path(tmp), db_url, **{"CourseDirectory.course_id": COURSE_ID})
-        with nbgrader_env.quiet():
-            outcome = api.generate_assignment(chapter.id)
-        nbgrader_env.check(outcome, f"generate_assignment {chapter.id} into {describe(db_url)}")
+    from importlib.metadata import version
+    gradebook = hashlib.sha256((gradebook or db_url).encode()).hexdigest()[:16]
+    remember = {"key": key, "nbgrader": version("nbgrader"), "db": gradebook} if known and key else None
+    if remember is None or not _generated_already(chapter.id, db_url, known, remember):
+        _generate(chapter, db_url)
+        if remember is not None:
+            with Gradebook(db_url, COURSE_ID) as gb:
+                remember["rows"] = assignment_rows(gb, chapter.id)
     with Gradebook(db_url, COURSE_ID) as gb, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's own add_submission
         for result in results:
@@ -158,6 +164,60 @@ def _record(chapter: Chapter, db_url: str, results: list) -> None:
                 result.notes.append(f"the gradebook did not accept this submission's grades ({type(e).__name__}: "
                                     f"{str(e)[:200]}): it holds 0 points for it; tell your instructor")
                 _record_one(gb, chapter, result, [], None)
+    if remember is not None and "rows" in remember:
+        write_atomic(known, json.dumps(remember) + "\n")
+
+
+def _generate(chapter: Chapter, db_url: str) -> None:
+    """The chapter's assignment, notebooks and cells in the gradebook, as nbgrader's generate_assignment
+    records them (5-10 s: nbgrader converts the whole notebook)."""
+    from autograder.grade.grader import prepare_course
+    with tempfile.TemporaryDirectory(prefix="course-gradebook-") as tmp:
+        prepare_course(chapter, Path(tmp))  # the assignment's cells, as generate_assignment records them
+        # The course the assignment belongs to: nbgrader's default course_id ('') has no row in the course
+        # table, which SQLite lets pass and PostgreSQL refuses (a foreign key); this is the Gradebook's own.
+        api = nbgrader_env.api(Path(tmp), db_url, **{"CourseDirectory.course_id": COURSE_ID})
+        with nbgrader_env.quiet():
+            outcome = api.generate_assignment(chapter.id)
+        nbgrader_env.check(outcome, f"generate_assignment {chapter.id} into {describe(db_url)}")
+
+
+def _generated_already(chapter_id: str, db_url: str, known: Path, remember: dict) -> bool:
+    """Did a run with the same grader key generate this chapter into this gradebook, and are its rows
+    still exactly those it left (none deleted or changed since, by a run of another version, say)?"""
+    from nbgrader.api import Gradebook
+    try:
+        before = json.loads(known.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(before, dict) or any(before.get(k) != v for k, v in remember.items()):
+        return False
+    with Gradebook(db_url, COURSE_ID) as gb:
+        rows = assignment_rows(gb, chapter_id)
+    if rows is None or rows != before.get("rows"):
+        return False
+    remember["rows"] = rows
+    return True
+
+
+def assignment_rows(gb, chapter_id: str) -> str | None:
+    """A digest of what generate_assignment records for a chapter (its notebooks and every grade,
+    solution, task and source cell, column by column); None when the gradebook has no such assignment."""
+    from nbgrader.api import MissingEntry
+    from sqlalchemy import inspect
+    try:
+        assignment = gb.find_assignment(chapter_id)
+    except MissingEntry:
+        return None
+    h = hashlib.sha256()
+    for notebook in sorted(assignment.notebooks, key=lambda n: n.name):
+        h.update(b"notebook\0" + notebook.name.encode())
+        for kind in ("grade_cells", "solution_cells", "task_cells", "source_cells"):
+            for cell in sorted(getattr(notebook, kind), key=lambda c: c.name):
+                columns = {a.key: getattr(cell, a.key) for a in inspect(cell).mapper.column_attrs
+                           if not a.key.endswith("id")}
+                h.update(f"{kind}\0{json.dumps(columns, sort_keys=True, default=str)}\0".encode())
+    return h.hexdigest()
 
 
 def _record_one(gb, chapter: Chapter, result, rows: list[dict], timestamp: str | None) -> None:

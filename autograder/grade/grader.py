@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import random
 import re
 import shutil
@@ -207,16 +208,23 @@ def _transform_magics(source: str) -> str:
 class Grader:
     """A course folder for one chapter, set up once, then any number of submissions."""
 
-    def __init__(self, chapter: Chapter, workdir: Path, db_url: str | None = None, limits: Limits | None = None):
+    def __init__(self, chapter: Chapter, workdir: Path, db_url: str | None = None, limits: Limits | None = None,
+                 generated: Path | None = None):
+        """`generated`: a folder where the course folder generate_assignment makes is kept for the
+        next grader of the same chapter, version and limits (grade/journal.py's `generated_folder`),
+        so that only the first pays for generating it (5-10 s of nbgrader)."""
         self.chapter = chapter
         self.root = workdir
-        prepare_course(chapter, workdir)
         self.source_nb = read_notebook(chapter.notebook)
         nbgrader_env.stamp_in_process()  # its throwaway gradebook's alembic stamp, without a command per grader
         self.api = nbgrader_env.api(workdir, db_url, **{"Autograde.autograde_preprocessors": _preprocessors()})
-        with nbgrader_env.quiet():
-            result = self.api.generate_assignment(chapter.id)
-        nbgrader_env.check(result, f"generate_assignment {chapter.id}")
+        generated = generated if db_url is None else None  # a gradebook elsewhere is not this folder's to copy
+        if not copy_generated(generated, workdir):
+            prepare_course(chapter, workdir)
+            with nbgrader_env.quiet():
+                result = self.api.generate_assignment(chapter.id)
+            nbgrader_env.check(result, f"generate_assignment {chapter.id}")
+            keep_generated(workdir, generated)
         self.release_nb = read_notebook(workdir / "release" / chapter.id / chapter.notebook.name)
         source = workdir / "source" / chapter.id
         self.support = {p.relative_to(source).as_posix(): p for p in sorted(source.rglob("*"))
@@ -489,6 +497,42 @@ def _preprocessors() -> list:
     # sandbox sends back outputs only), and each validation costs ~0.1 s of jsonschema per notebook.
     return [SandboxExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
             AssignLatePenalties]
+
+
+_GENERATED = ("source", "release", "gradebook.db")  # what generate_assignment leaves that grading reads
+
+
+def copy_generated(generated: Path | None, workdir: Path) -> bool:
+    """Copy a course folder kept by `keep_generated` into `workdir`; False when there is none."""
+    if generated is None or not (generated / "complete").is_file():
+        return False
+    for name in _GENERATED:
+        if (generated / name).is_dir():
+            shutil.copytree(generated / name, workdir / name, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(generated / name, workdir / name)
+    return True
+
+
+def keep_generated(workdir: Path, generated: Path | None) -> None:
+    """Keep what generate_assignment made in `workdir` at `generated`, whole or not at all: it is
+    copied beside it and renamed into place, and a grader that got there first keeps its own."""
+    if generated is None or generated.exists():
+        return
+    scratch = generated.with_name(f"{generated.name}.{os.getpid()}.tmp")
+    try:
+        scratch.mkdir(parents=True)
+        for name in _GENERATED:
+            if (workdir / name).is_dir():
+                shutil.copytree(workdir / name, scratch / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copyfile(workdir / name, scratch / name)
+        (scratch / "complete").write_text("")
+        os.rename(scratch, generated)
+    except OSError:  # another grader kept its copy first, or the folder cannot be written: no harm done
+        pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def prepare_course(chapter: Chapter, root: Path) -> None:

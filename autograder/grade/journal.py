@@ -1,11 +1,12 @@
-"""The record that lets a run resume, local or on Dask, and the course version it is keyed by.
+"""The record that lets a grading run resume or grade only what changed: OUT/.resume/CHAPTER/.
 
 Every result is written, as it arrives, to OUT/.resume/CHAPTER/STUDENT.json (a
-temporary file renamed into place), keyed by the notebook's content, the course
-version and the limits. A run stopped by Ctrl-C leaves those and no half-written
-file; `--resume` takes the recorded results whose key still matches and grades
-only the rest (new students, changed notebooks). The same course version is what
-a Dask worker must match before it grades (autograder/grade/distributed.py).
+temporary file renamed into place) with the digest of what was graded (the
+notebook's bytes, its timestamp) and the grader's key (the chapter's files, the
+grader's code, the limits: `course_version`, `grader_key`). `--resume` and
+`--only-changed` keep the recorded results whose digest and key still match.
+The local pool and a Dask cluster (grade/distributed.py) share it; this module
+imports no Dask, so that a local run does not pay for importing it.
 """
 from __future__ import annotations
 
@@ -102,12 +103,22 @@ class Journal:
     def _path(self, student: str) -> Path:
         return self.folder / f"{student}.json"
 
+    @property
+    def generated(self) -> Path:
+        """Where the graders of this key keep the course folder nbgrader generates for them
+        (grader.py's keep_generated): the first grader of a run, or of the run before, makes it."""
+        from importlib.metadata import version
+        return self.folder / f".generated-{self.key}-nbgrader-{version('nbgrader')}"
+
     def start(self, submissions, resume: bool) -> dict:
         """{student: Result} already graded (with --resume), and the record made ready."""
         self.digests = {s.student: submission_digest(s) for s in submissions}
         if not resume:
             shutil.rmtree(self.folder, ignore_errors=True)
             return {}
+        for old in self.folder.glob(".generated-*"):  # another course version's, or a grader's half-made copy
+            if old != self.generated:
+                shutil.rmtree(old, ignore_errors=True)
         kept = {}
         for s in submissions:
             path = self._path(s.student)

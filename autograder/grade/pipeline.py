@@ -94,6 +94,7 @@ class ClassResult:
     report_error: str | None = None  # why it could not, then
     seconds: float = 0.0  # from intake to the report
     unchanged: list[str] = field(default_factory=list)  # with only_changed: the students whose grades were kept
+    key: str = ""  # the grader's key (grade/journal.py): the chapter's files, the grader's code, the limits
 
 
 def shown(name: str) -> str:
@@ -122,9 +123,10 @@ def grade_class(chapter: Chapter | str, submissions: Path | str, out: Path | str
     with tempfile.TemporaryDirectory(prefix="course-intake-") as scratch:
         todo, warnings = _intake(chapter, Path(submissions), Path(scratch), options)
         told = _tell_names(todo, options)
-        results, workers, worker_rss, kept = _grade(chapter, todo, out, limits, options, repo)
+        results, workers, worker_rss, kept, key = _grade(chapter, todo, out, limits, options, repo)
     graded = ClassResult(chapter, out, results, options.db or f"sqlite:///{(out / 'gradebook.db').resolve()}",
                          workers, worker_rss, warnings, *told)
+    graded.key = key
     graded.unchanged = sorted(kept) if options.only_changed else []
     _write(graded, options)
     graded.seconds = time.monotonic() - started
@@ -189,11 +191,16 @@ def _tell_names(submissions, options: GradeOptions) -> tuple[list[str], list[str
 
 
 def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptions, repo: Path):
-    """(results in the order of `submissions`, workers used, {worker: peak RSS in KiB}): on the local
-    pool or the cluster; with options.resume, only the submissions not recorded yet."""
-    from autograder.grade.distributed import ClusterError, grade_on_cluster
+    """(results in the order of `submissions`, workers used, {worker: peak RSS in KiB}, the students whose
+    recorded results were kept, the grader's key): on the local pool or the cluster; with options.resume
+    or options.only_changed, only the submissions not recorded yet."""
     from autograder.grade.journal import Journal, course_version, grader_key
     from autograder.sandbox.bubblewrap import SandboxError
+    # Dask is imported only for a run on a cluster: a local run does not pay seconds for it
+    cluster_errors: tuple = ()
+    if options.scheduler:
+        from autograder.grade.distributed import ClusterError, grade_on_cluster
+        cluster_errors = (ClusterError,)
 
     folders = {s.student: s.folder for s in submissions}
     workers = max(1, min(options.workers, len(submissions)))
@@ -228,25 +235,27 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
                                                  log=options.warn)
         elif todo:
             from autograder.grade.workers import grade_all
-            fresh, worker_rss = grade_all(chapter, todo, max(1, min(workers, len(todo))), limits, on_result)
+            fresh, worker_rss = grade_all(chapter, todo, max(1, min(workers, len(todo))), limits, on_result,
+                                          journal.generated)
     except KeyboardInterrupt:
         raise GradingInterrupted(out / ".resume" / chapter.id) from None
-    except (SandboxError, ClusterError) as e:
+    except (SandboxError, *cluster_errors) as e:
         raise GradeError(str(e)) from None
     by_student = {**before, **{r.student: r for r in fresh}}
     results = [by_student[s.student] for s in submissions]
-    return results, (len(worker_rss) if options.scheduler else workers), worker_rss, set(before)
+    return results, (len(worker_rss) if options.scheduler else workers), worker_rss, set(before), journal.key
 
 
 def _write(graded: ClassResult, options: GradeOptions) -> None:
     """The gradebook, results/, feedback/, autograded/, grades.csv, nbgrader_config.py and the report."""
     from autograder.grade import feedback, gradebook, report
+    from autograder.grade.journal import RESUME
     chapter, out, results = graded.chapter, graded.out, graded.results
     # An unchanged submission keeps its gradebook rows: recording it again would drop the points an
     # instructor gave it by hand in formgrader since.
     fresh = [r for r in results if r.student not in set(graded.unchanged)]
     if fresh:
-        gradebook.record(chapter, graded.db_url, fresh)
+        gradebook.record(chapter, graded.db_url, fresh, out / RESUME / chapter.id / ".gradebook.json", graded.key)
     for r in results:
         write_atomic(out / "results" / f"{r.student}.json", json.dumps(r.to_json(), indent=2) + "\n")
         write_atomic(out / "feedback" / r.student / f"{chapter.id}.html",

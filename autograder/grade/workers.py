@@ -30,7 +30,7 @@ _start_error: str | None = None
 PARALLEL_ATTEMPTS = 2
 
 
-def _start(chapter, limits) -> None:
+def _start(chapter, limits, generated=None) -> None:
     global _grader, _start_error
     try:
         from autograder.grade.grader import Grader
@@ -38,7 +38,7 @@ def _start(chapter, limits) -> None:
         # a pool's worker leaves through os._exit, which skips atexit; multiprocessing's own
         # finalizers still run
         Finalize(None, shutil.rmtree, (workdir, True), exitpriority=10)
-        _grader = Grader(chapter, workdir, limits=limits)
+        _grader = Grader(chapter, workdir, limits=limits, generated=generated)
         Finalize(None, _grader.close, exitpriority=20)
         Finalize(None, shutil.rmtree, (_grader.sandbox.staging, True), exitpriority=15)
     except Exception as e:  # reported by _grade, as the grader's problem, not a submission's
@@ -61,8 +61,9 @@ def _grade(submission):
     return result, os.getpid(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def grade_all(chapter, submissions, workers: int, limits=None, on_result=None):
+def grade_all(chapter, submissions, workers: int, limits=None, on_result=None, generated=None):
     """Results in the order of `submissions`; `on_result(result, done, total)` as each lands.
+    `generated`: where the workers keep and find the course folder nbgrader generated (Grader's).
 
     Returns (results, {worker pid: peak RSS in KiB of the worker itself}). Raises
     SandboxError when the graders cannot start or run at all."""
@@ -82,7 +83,7 @@ def grade_all(chapter, submissions, workers: int, limits=None, on_result=None):
 
     def pool(size: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_start,
-                                   initargs=(chapter, limits))
+                                   initargs=(chapter, limits, generated))
 
     def collect(future, submission) -> None:
         try:

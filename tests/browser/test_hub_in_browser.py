@@ -154,6 +154,12 @@ def _loop(browser, url, tc, ana, bo):
     open_lab(teacher, url, tc.instructor)
     teacher.goto(f"{url}user/{tc.instructor}/formgrader/manage_assignments", timeout=120_000)
     row = teacher.locator("tr", has_text=CHAPTER).first
+    row.locator("td.release a").first.wait_for(timeout=60_000)
+    # the buttons the grader page replaces are hidden (hub/course_formgrader.py); Release stays
+    shown = [h.inner_text().strip() for h in teacher.locator("thead th").all() if h.is_visible()]
+    assert "Release" in shown and not {"Generate", "Collect", "Generate Feedback", "Release Feedback"} & set(shown), shown
+    assert row.locator("td.collect").is_hidden() and row.locator("td.assign").is_hidden()
+    assert "grader page" in teacher.locator("#course-formgrader-note").inner_text()
     row.locator("td.release a").first.click(timeout=60_000)
     teacher.get_by_text(f"Successfully released '{CHAPTER}'").wait_for(timeout=120_000)
     teacher.wait_for_timeout(1000)  # the dialog fades in

@@ -94,7 +94,7 @@ def _reference_modules():
 def _module_paths() -> list[str]:
     """The package's module of each chapter whose text form has framework cells (`reference=true`): named
     without parsing the chapters at collection, as _reference_modules() would in every worker."""
-    from course.own_code import PACKAGE, module_name
+    from course.framework_package import PACKAGE, module_name
     return sorted(f"{PACKAGE}/{module_name(c.id)}.py" for c in CHAPTERS
                   if re.search(r"^# %%.*\breference=true\b", c.text_form.read_text(), re.M))
 

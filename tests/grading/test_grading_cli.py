@@ -194,6 +194,37 @@ def test_a_zip_with_escaping_paths_and_links_is_unpacked_safely(repo, tmp_path):
     assert "no 01_mini.ipynb" in bo["notes"][0]
 
 
+def _generated_once_then_kept(out: Path, monkeypatch) -> None:
+    """After a first run: the workers kept the course folder nbgrader generated (the next run's workers copy
+    it), and the gradebook's record of the chapter's rows; the next run into the same gradebook does not
+    generate the chapter into it again (gradebook._generate is the parent's; the workers are processes)."""
+    from autograder.grade import gradebook
+    kept = list((out / ".resume" / "01_mini").glob(".generated-*"))
+    assert len(kept) == 1 and (kept[0] / "complete").is_file() and (kept[0] / "gradebook.db").is_file(), kept
+    assert (kept[0] / "release" / "01_mini" / "01_mini.ipynb").is_file()
+    assert json.loads((out / ".resume" / "01_mini" / ".gradebook.json").read_text())["rows"]
+    monkeypatch.setattr(gradebook, "_generate", lambda *a: pytest.fail("generated the chapter into the gradebook "
+                                                                      "again although its rows had not changed"))
+
+
+def _the_gradebook_is_generated_again_when_its_rows_changed(out: Path, chapter, key: str) -> None:
+    """The record of the chapter's rows is believed only while the gradebook still holds exactly them."""
+    import sqlite3
+    from autograder.grade import gradebook
+    known = out / ".resume" / "01_mini" / ".gradebook.json"
+    db = out / "gradebook.db"
+    remember = {k: v for k, v in json.loads(known.read_text()).items() if k != "rows"}
+    assert remember["key"] == key
+    assert gradebook._generated_already("01_mini", f"sqlite:///{db}", known, dict(remember))
+    changed = out / "changed.db"
+    shutil.copyfile(db, changed)
+    with sqlite3.connect(changed) as connection:  # a hidden test changed by a run of another course version
+        assert connection.execute("UPDATE source_cell SET source = source || '#'").rowcount > 0
+    assert not gradebook._generated_already("01_mini", f"sqlite:///{changed}", known, dict(remember))
+    assert not gradebook._generated_already("01_mini", f"sqlite:///{out / 'empty.db'}", known, dict(remember))
+    assert not gradebook._generated_already("01_mini", f"sqlite:///{db}", known, {**remember, "key": "other"})
+
+
 def test_unusable_submissions_exit_2_with_a_message(repo, tmp_path):
     root, _, _ = repo
     (tmp_path / "bad.zip").write_text("not a zip")
@@ -203,7 +234,7 @@ def test_unusable_submissions_exit_2_with_a_message(repo, tmp_path):
     assert not (tmp_path / "o" / "grades.csv").exists()
 
 
-def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_path):
+def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_path, monkeypatch):
     """The command is a thin caller of autograder.grade.grade_class (issue 17, item 3): the same
     grading from Python, a result object back, the errors as exceptions (never SystemExit)."""
     from autograder.chapters import ChapterNotFound
@@ -229,11 +260,16 @@ def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_pa
     nbformat.write(class_of(release, 1)["s00"], folders / "s02" / "01_mini.ipynb")
     said.clear(), landed.clear()
     options.only_changed = True
+    _generated_once_then_kept(tmp_path / "out", monkeypatch)
     again = grade_class("01_mini", folders, tmp_path / "out", options)
     assert said[-1] == "1 new or changed, 2 unchanged (their grades kept; regrade everyone with --all)", said
     assert landed == [("s02", 3, 3)], landed
     assert [r.score for r in again.results] == [3, 1, 3]
     assert {r["student"]: float(r["score"]) for r in rows(tmp_path / "out")} == {"s00": 3, "s01": 1, "s02": 3}
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{tmp_path / 'out' / 'gradebook.db'}") as gb:  # recorded without generating again
+        assert gb.find_submission("01_mini", "s02").score == 3 and gb.find_submission("01_mini", "s01").score == 1
+    _the_gradebook_is_generated_again_when_its_rows_changed(tmp_path / "out", chapter, again.key)
     options.only_changed = False
 
     with pytest.raises(ChapterNotFound, match="no chapter '99_none'"):

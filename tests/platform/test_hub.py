@@ -8,6 +8,7 @@ with their homes afterwards. tests/browser/test_hub_in_browser.py drives the sam
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import stat
@@ -114,6 +115,156 @@ def test_stopping_gives_the_repository_back_its_mode(tmp_path):
     assert _mode(repo) == 0o755 and start.restore_repository(state) is None
 
 
+# ---------------------------------------------------------------- formgrader as the course uses it (no hub)
+
+FORMGRADER_HIDDEN = {"manage_assignments.tpl": {"Generate", "Collect", "Generate Feedback", "Release Feedback"},
+                     "manage_submissions.tpl": {"Autograde", "Generate Feedback", "Release Feedback"}}
+
+
+@pytest.mark.parametrize("template", sorted(FORMGRADER_HIDDEN))
+def test_formgrader_pages_hide_the_buttons_the_course_replaces(template):
+    """nbgrader's own template, rendered and passed through the course's extension: the columns of the
+    buttons the grader page replaces are hidden (heading and cells, by position), the rest stay."""
+    import course_formgrader
+    from jinja2 import Environment, FileSystemLoader
+    from nbgrader.server_extensions.formgrader import handlers
+    env = Environment(loader=FileSystemLoader([handlers.template_path]))
+    page = course_formgrader.course_page(env.get_template(template).render(base_url="/user/ada", url_prefix="course"))
+    thead = re.search(r"<thead>(.*?)</thead>", page, re.S).group(1)
+    headings = [h.strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", thead, re.S)]
+    style = re.search(r"<style id='course-formgrader'>(.*?)</style>", page, re.S)
+    assert style, f"{template}: no style block was added"
+    hidden = {headings[int(n) - 1] for n in re.findall(r"th:nth-child\((\d+)\)", style.group(1))}
+    cells = {headings[int(n) - 1] for n in re.findall(r"td:nth-child\((\d+)\)", style.group(1))}
+    assert hidden == cells == FORMGRADER_HIDDEN[template], (template, headings, style.group(1))
+    assert "course-formgrader-note" in page and "grader page" in page
+
+
+def test_formgrader_refuses_the_requests_behind_the_hidden_buttons(monkeypatch):
+    """Each hidden button's API handler (nbgrader's class, patched whichever extension loads first) answers
+    403 with what to use instead; the handlers the course still uses (release, grades) are untouched."""
+    import course_formgrader
+    from nbgrader.server_extensions.formgrader import apihandlers, base
+    routes = {handler.__name__ for _, handler in apihandlers.default_handlers}
+    assert set(course_formgrader.REFUSED) <= routes, "a refused handler is no longer one of formgrader's routes"
+    for name in [*course_formgrader.REFUSED, "ReleaseHandler", "GradeHandler"]:
+        monkeypatch.setattr(getattr(apihandlers, name), "post", getattr(apihandlers, name).post)
+    monkeypatch.setattr(base.BaseHandler, "render", base.BaseHandler.render)
+    release, grade = apihandlers.ReleaseHandler.post, apihandlers.GradeHandler.post
+    course_formgrader.patch(base, apihandlers)
+    course_formgrader.patch(base, apihandlers)  # twice (a second load): no render wrapped twice
+    assert base.BaseHandler.render.__wrapped__.__name__ == "render"
+    assert apihandlers.ReleaseHandler.post is release and apihandlers.GradeHandler.post is grade
+
+    class Request:
+        def set_status(self, code):
+            self.status = code
+
+        def set_header(self, name, value):
+            pass
+
+        def finish(self, body):
+            self.body = json.loads(body)
+
+    for name, why in course_formgrader.REFUSED.items():
+        request = Request()
+        getattr(apihandlers, name).post(request, "00_tour", "ana")
+        assert request.status == 403 and request.body == {"success": False, "error": request.body["error"]}
+        assert why in request.body["error"], (name, request.body)
+
+
+def test_the_instructors_server_loads_the_course_formgrader_and_the_runtime_carries_it(tmp_path):
+    """hub/start.py enables the extension for the instructor alone; hub/runtime.py copies its module into the
+    servers' runtime (whose fingerprint follows the file, so an edit reaches the next `make hub`)."""
+    import runtime
+    import start
+    from settings import Settings
+    s = Settings(state=tmp_path / "state", repo=REPO, exchange=tmp_path / "exchange")
+    start.write_role_config(s, tmp_path / "course")
+    extensions = {role: json.loads((s.state / "config" / role / "jupyter_server_config.json").read_text())
+                  ["ServerApp"]["jpserver_extensions"] for role in ("student", "instructor")}
+    assert extensions["instructor"].get("course_formgrader") is True
+    assert "course_formgrader" not in extensions["student"]
+    assert extensions["student"]["nbgrader.server_extensions.formgrader"] is False
+    assert all((REPO / "hub" / name).is_file() for name in runtime.SERVER_MODULES)
+    assert {"course_formgrader.py", "course_assignment_list.py"} <= set(runtime.SERVER_MODULES)
+    assert extensions["student"].get("course_assignment_list") is True
+
+
+# ---------------------------------------------------------------- the students' Assignment List (no hub)
+
+def _listed(*stamps: str) -> list[dict]:
+    return [{"assignment_id": CHAPTER, "submissions": [{"timestamp": t} for t in stamps]}]
+
+
+@pytest.mark.parametrize("policy, stamps, expected", [
+    # on time, once: the due date, nothing about which counts
+    ("latest", ["2026-12-01 16:00:00.000000 UTC"], ["on time: due 2026-12-01 17:00 UTC"]),
+    # late, once: how late, and that it counts as it is
+    ("on-time", ["2026-12-01 18:12:03.000000 UTC"],
+     ["late by 1 h 12 min: due 2026-12-01 17:00 UTC; this one counts, graded as it is"]),
+    # on time then late, policy latest: the late one counts
+    ("latest", ["2026-12-01 16:40:00.000000 UTC", "2026-12-02 17:00:00.000000 UTC"],
+     ["on time: due 2026-12-01 17:00 UTC; not graded: your submission of 2026-12-02 17:00:00.000000 UTC counts",
+      "late by 1 d 0 min: due 2026-12-01 17:00 UTC; this one counts, graded as it is"]),
+    # on time then late, policy on-time: the on-time one counts, the late one is kept, not graded
+    ("on-time", ["2026-12-01 16:40:00.000000 UTC", "2026-12-01 17:00:30.000000 UTC"],
+     ["on time: due 2026-12-01 17:00 UTC; this one counts",
+      "late by 30 s: due 2026-12-01 17:00 UTC; not graded: your submission of 2026-12-01 16:40:00.000000 UTC, "
+      "the latest on time, counts"]),
+])
+def test_the_assignment_list_says_which_submission_is_late_and_which_counts(policy, stamps, expected):
+    import course_assignment_list as listing
+    dates = {CHAPTER: {"due": "2026-12-01T17:00:00+00:00", "policy": policy}}
+    shown = [s["timestamp"] for s in listing.annotate(_listed(*stamps), dates)[0]["submissions"]]
+    assert shown == [f"{t}  ({note})" for t, note in zip(stamps, expected)], shown
+    # with no due date published, one submission is shown as nbgrader shows it
+    assert listing.annotate(_listed(stamps[0]), {})[0]["submissions"][0]["timestamp"] == stamps[0]
+
+
+def test_the_assignment_list_extension_wraps_nbgrader_once_and_keeps_its_list_on_a_bad_file(tmp_path):
+    import course_assignment_list as listing
+
+    class Lister:  # nbgrader's AssignmentList, as far as the extension uses it
+        log = SimpleNamespace(exception=lambda *a: None)
+
+        def list_submitted_assignments(self, course_id=None):
+            return {"success": True, "value": _listed("2026-12-01 18:00:00.000000 UTC")}
+
+    (tmp_path / listing.DUE_FILE).write_text(json.dumps({CHAPTER: {"due": "2026-12-01T17:00:00+00:00"}}))
+    listing.patch(Lister, lambda: listing.read_dates([tmp_path / "none", tmp_path]))
+    listing.patch(Lister, lambda: {})  # a second load wraps nothing again
+    shown = Lister().list_submitted_assignments("picotorch")["value"][0]["submissions"][0]["timestamp"]
+    assert shown.endswith("(late by 1 h 0 min: due 2026-12-01 17:00 UTC; this one counts, graded as it is)"), shown
+    (tmp_path / listing.DUE_FILE).write_text(json.dumps({CHAPTER: {"due": "not a date"}}))
+    shown = Lister().list_submitted_assignments("picotorch")["value"][0]["submissions"][0]["timestamp"]
+    assert shown == "2026-12-01 18:00:00.000000 UTC", shown
+
+
+def test_due_dates_and_policies_are_published_for_the_students_readable(tmp_path, monkeypatch):
+    """classroom.publish_due_dates: the gradebook's due dates (set by `due` or formgrader) and the policies,
+    in HUB_STATE/config/student/course-due.json, mode 644; a policy set later is published at once."""
+    import classroom
+    from nbgrader.api import Gradebook
+    from settings import Settings
+    s = Settings(state=tmp_path / "state", repo=REPO, roles={"ada": "instructor", "ana": "student"})
+    (s.state / "config" / "student").mkdir(parents=True)
+    monkeypatch.setattr(classroom, "course_folder", lambda s: tmp_path / "course")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
+    from autograder.nbgrader_env import stamp_in_process
+    stamp_in_process()  # the new gradebook's alembic stamp without a 3 s `alembic heads` command
+    (tmp_path / "course").mkdir()
+    with Gradebook(f"sqlite:///{tmp_path / 'course' / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(CHAPTER, duedate=datetime.datetime(2026, 12, 1, 17, 0))
+        gb.update_or_create_assignment("01_tensor")  # no due date: not published
+    classroom.publish_due_dates(s)
+    path = s.state / "config" / "student" / "course-due.json"
+    assert json.loads(path.read_text()) == {CHAPTER: {"due": "2026-12-01T17:00:00+00:00", "policy": "latest"}}
+    assert _mode(path) == 0o644
+    classroom._set_late_policy(s, CHAPTER, "on-time")
+    assert json.loads(path.read_text())[CHAPTER]["policy"] == "on-time"
+
+
 # ---------------------------------------------------------------- the command-line loop
 
 @pytest.fixture(scope="module")
@@ -194,6 +345,7 @@ def test_the_class_loop_on_the_command_line(klass):
     r = classroom(tc, "grade", CHAPTER, "--workers", "1", timeout=1200)  # 2 to run: 1 grader
     assert r.returncode == 0, r.stdout + r.stderr
     _the_first_grading_says(tc, r.stdout, forged)
+    _the_assignment_list_says_which_submission_counts(tc)
     _feedback_is_released(tc)
     _a_resubmission_is_graded_alone(tc)
 
@@ -206,6 +358,24 @@ def _submit(tc, name, nb):
     os.unlink("/tmp/" + name + ".ipynb")
     assert r.returncode == 0 and "Submitted as" in r.stderr, r.stderr
     time.sleep(1.1)  # nbgrader's timestamps tell submissions apart
+
+
+def _the_assignment_list_says_which_submission_counts(tc):
+    """ana's Assignment List, as her server lists it (nbgrader's AssignmentList with the course's extension,
+    in the runtime, reading the due date the hub published): her late resubmission is late and not graded,
+    her submission on time counts (late policy on-time)."""
+    ana = tc.students[0]
+    code = ("import json, os, course_assignment_list as c; from jupyter_core.paths import jupyter_config_path; "
+            "from nbgrader.server_extensions.assignment_list.handlers import AssignmentList; "
+            "c.patch(AssignmentList, lambda: c.read_dates(jupyter_config_path())); m = AssignmentList(); "
+            "m.root_dir = os.getcwd(); print(json.dumps(m.list_submitted_assignments(course_id='picotorch')))")
+    r = as_user(tc, ana, f'python -c "{code}"')
+    listed = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+    assert listed.get("success"), r.stdout + r.stderr
+    shown = [s["timestamp"] for a in listed["value"] if (a["assignment_id"], a["student_id"]) == (CHAPTER, ana)
+             for s in a["submissions"]]  # nbgrader lists her submission in bo's name (forged) apart
+    assert len(shown) == 2 and "on time: due" in shown[0] and "this one counts" in shown[0], shown
+    assert "late by" in shown[1] and "the latest on time, counts" in shown[1], shown
 
 
 def _the_first_grading_says(tc, out, forged):
@@ -325,6 +495,9 @@ def test_an_inbound_entry_that_is_not_its_students_own_is_refused_before_collect
     collected = tmp_path / "course" / "submitted" / me / CHAPTER
     collected.mkdir(parents=True)
     monkeypatch.setattr(classroom, "course_folder", lambda s: tmp_path / "course")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
+    from autograder.nbgrader_env import stamp_in_process
+    stamp_in_process()  # the new gradebook's alembic stamp without a 3 s `alembic heads` command
     classroom.changed_while_collected(s, CHAPTER, kept, said.append)
     assert collected.is_dir(), "an entry that did not change keeps its collected copy"
     (own / f"{CHAPTER}.ipynb").unlink()
