@@ -240,7 +240,7 @@ def short_values(t: torch.Tensor) -> str:
     return "[" + ", ".join(repr(v) for v in t.tolist()[:6]) + (", ...]" if t.numel() > 6 else "]")
 
 
-expect_rounding([1.0, 0.1, -2.5, 3.14159], torch.float16, "the nearest float16")
+expect_rounding([1.0, 0.1, -2.5, 0.7, 2.71828], torch.float16, "the nearest float16, below or above")
 expect_rounding([1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11)], torch.float16, "halfway: to the even neighbour")
 expect_rounding([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20], torch.bfloat16, "halfway: to the even neighbour")
 expect_rounding([2 ** -24, 3 * 2 ** -26, 2 ** -25, 1.5 * 2 ** -25, 1e-6], torch.float16,
@@ -441,6 +441,7 @@ for dtype in (float16, bfloat16):
 # %% reference=true
 DispatchKey.declare("Autocast")
 register_fallthrough(DispatchKey.Autocast)  # an operator in no list goes straight on, at no cost
+type(LOCAL_KEYS).unwatched |= DispatchKey.Autocast.bit  # t.numpy() is no operator autocast casts: no dispatch
 
 LOWER, FP32 = "lower precision", "float32"  # the policies (torch's lower_precision_fp and fp32)
 AUTOCAST_LISTS = {  # device type -> {operator: policy}: torch's lists, for the operators picotorch has

@@ -42,7 +42,7 @@ MUTANTS = {
         "integer inputs cast too": {
             "code": _wrong("ex_autocast", ("isinstance(x, Tensor) and x.dtype.is_floating_point and x.dtype is not float64",
                                            "isinstance(x, Tensor) and x.dtype is not float64")),
-            "shows": "int64"},
+            "shows": "expected scalar type Long"},  # the integer target of nll_loss, cast
         "float64 inputs cast too": {
             "code": _wrong("ex_autocast", (" and x.dtype is not float64\n", "\n")),
             "shows": "float64"},

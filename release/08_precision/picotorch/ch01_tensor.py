@@ -250,7 +250,7 @@ class TensorBridges:
         """A NumPy array over the same memory, with this tensor's shape, strides and offset.
         Writing to it writes to the storage."""
         included = LOCAL_KEYS.included
-        if included and included & ~LOCAL_KEYS.excluded:
+        if included and included & ~(LOCAL_KEYS.excluded | LOCAL_KEYS.unwatched):
             # A mode watches this thread's calls (chapter 05's logging, chapter 06's tracer), and the program
             # itself leaves picotorch for NumPy: the mode must see that. Kernels run with the mode's key
             # excluded, so their own numpy() calls (most of them) skip the dispatcher.
@@ -344,6 +344,7 @@ class LocalDispatchKeySet(threading.local):
     """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
     included = 0
     excluded = 0
+    unwatched = 0  # included keys that need not see a program leave for NumPy (chapter 08's Autocast): all threads
 
 
 LOCAL_KEYS = LocalDispatchKeySet()
