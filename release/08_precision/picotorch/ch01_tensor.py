@@ -344,7 +344,7 @@ class LocalDispatchKeySet(threading.local):
     """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
     included = 0
     excluded = 0
-    unwatched = 0  # included keys that need not see a program leave for NumPy (chapter 08's Autocast): all threads
+    unwatched = 0  # included keys that need not see a program leave for NumPy (chapter 08's Autocast sets it)
 
 
 LOCAL_KEYS = LocalDispatchKeySet()
