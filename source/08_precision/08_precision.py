@@ -1048,7 +1048,7 @@ for_random_inputs(random_scaler, 12)
 # ### The mixed-precision training step
 #
 # With autocast and the scaler, a training step of torch's AMP recipe
-# ([the AMP examples](https://github.com/pytorch/pytorch/blob/main/docs/source/notes/amp_examples.rst)) is:
+# ([the AMP examples](https://github.com/pytorch/pytorch/blob/main/docs/source/notes/amp_examples.md)) is:
 #
 # 1. `optimizer.zero_grad()`;
 # 2. the forward **and the loss** under `autocast("cpu", dtype=dtype)`;
