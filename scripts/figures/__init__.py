@@ -1,6 +1,6 @@
 """The chapters' figures: `python scripts/figures` writes source/NN_name/figures/*.svg.
 
-One module per chapter (ch00 ... ch07); each has FIGURES = {file name: function -> svg.Figure}.
+One module per chapter (ch00 ... ch08); each has FIGURES = {file name: function -> svg.Figure}.
 The figures are drawn from the real numbers (strides, shapes, graphs and schedules computed
 with torch), so a figure cannot disagree with what the chapter teaches. The build ships them
 (each chapter header lists its figures under `files:`) into release/NN_name/figures/.
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CHAPTERS = {"00_tour": "ch00", "01_tensor": "ch01", "02_autograd": "ch02", "03_module": "ch03",
             "04_training": "ch04", "05_backend": "ch05", "06_compile": "ch06",
-            "07_conv": "ch07"}
+            "07_conv": "ch07", "08_precision": "ch08"}
 
 
 def figures() -> dict[Path, str]:

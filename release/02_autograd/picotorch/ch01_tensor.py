@@ -1,1 +1,1 @@
-../../07_conv/picotorch/ch01_tensor.py
+../../08_precision/picotorch/ch01_tensor.py

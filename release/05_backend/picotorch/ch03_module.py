@@ -1,1 +1,1 @@
-../../07_conv/picotorch/ch03_module.py
+../../08_precision/picotorch/ch03_module.py

@@ -1,1 +1,1 @@
-../../07_conv/picotorch/ch04_training.py
+../../08_precision/picotorch/ch04_training.py

@@ -1,1 +1,1 @@
-../../07_conv/picotorch/ch02_autograd.py
+../../08_precision/picotorch/ch02_autograd.py

@@ -1,1 +1,1 @@
-../../07_conv/picotorch/ch05_backend.py
+../../08_precision/picotorch/ch05_backend.py
