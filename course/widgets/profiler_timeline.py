@@ -79,10 +79,10 @@ def bars(events, part: str | None = None, width: int = WIDTH) -> list:
     scale = width / max(end - start, 1e-9)
     out = []
     for e in events:
-        if e["end_us"] < start or e["start_us"] > end:
+        if e["start_us"] < start or e["end_us"] > end:  # only what lies in the part (a part holds its calls)
             continue
-        x = (max(e["start_us"], start) - start) * scale
-        w = max((min(e["end_us"], end) - max(e["start_us"], start)) * scale, 1.0)
+        x = (e["start_us"] - start) * scale
+        w = max((e["end_us"] - e["start_us"]) * scale, 1.0)
         out.append({"event": e, "x": x, "w": w, "y": e["depth"] * ROW})
     return out
 
