@@ -7,7 +7,6 @@ allocated, and its start, end and parent. A test aid, not part of picotorch.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,27 +30,29 @@ class TorchCall:
     children: list = field(default_factory=list)
 
 
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Nothing on file descriptor 2 meanwhile. Torch's profiler library (kineto) writes "profiler_start" lines
-    there, and c10 its warnings about memory allocated before the profile: plain nbgrader gives a test cell
-    that wrote to stderr no points."""
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when the library starts, at a process's first profile
-    saved = os.dup(2)
-    try:
+class _QuietStderr:
+    """`with _QuietStderr():` nothing on file descriptor 2 meanwhile. Torch's profiler library (kineto) writes
+    "profiler_start" lines there, and c10 its warnings about memory allocated before the profile: plain nbgrader
+    gives a test cell that wrote to stderr no points."""
+
+    def __enter__(self):
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when the library starts, at a process's first profile
+        self.saved = os.dup(2)
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        return self
+
+    def __exit__(self, *exc):
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        return False
 
 
 def torch_profile_of(program, args=()):
     """(program(*args), [TorchCall, ...] in the order the calls began): torch's profiler is on only inside."""
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr():
+    with _QuietStderr():
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as prof:
             out = program(*args)
         events = sorted(prof.events(), key=lambda e: (e.time_range.start, -e.time_range.end))
