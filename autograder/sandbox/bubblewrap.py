@@ -89,6 +89,9 @@ def command(staging: Path, limits: Limits, root_mode: bool) -> list[str]:
     for extra in ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf"):
         if Path(extra).exists():
             args += ["--ro-bind", extra, extra]
+    # /proc stays unmounted but for the CPU's description: torch's cpuinfo reads it before its first float32 <->
+    # float16 conversion, which raises "Failed to initialize cpuinfo!" without it (chapter 08's float16).
+    args += ["--ro-bind-try", "/proc/cpuinfo", "/proc/cpuinfo"]
     shown = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix),
              _package_dir("course"), _package_dir("autograder")}
     executable = Path(sys.executable)

@@ -34,6 +34,7 @@
 
 # %%
 import os
+import warnings
 
 # One thread each for NumPy's BLAS and torch: the products here are small (the grader asks for one too).
 for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -46,33 +47,1158 @@ from course import Checker, compare, inputs
 from course.testing import describe, for_random_inputs, same_call
 
 check = Checker("08_precision")
+# a cast to float16 of a value beyond its range is inf, as in torch, which does not warn about it
+warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning)
 
 # %% [markdown]
 # ## 1. What we start from
 #
-# The next cell imports what chapters 01–07 built.
+# The next cell imports what chapters 01–07 built. Chapter 01's dtype table
+# takes new dtypes by **registering** them (`register_dtype`), as its
+# dispatcher takes new keys: this chapter adds two.
 
 # %% reference=true
+import functools
+import math
+import threading
+from collections import namedtuple
+
+import ml_dtypes
 import numpy as np
 import torch
 
-from picotorch import DispatchKey, Tensor, dispatch, from_numpy, from_torch, redispatch, register_kernel
+from picotorch import (LOCAL_KEYS, PROMOTE_PAIRS, TORCH_DTYPE, TORCH_DTYPES, DispatchKey, DType,
+                       ExcludeDispatchKeys, Tensor, dispatch, dtype_arg, float32, float64, from_numpy, from_torch,
+                       no_grad, operator, promote_types, register_dtype, register_fallthrough, register_kernel,
+                       result_type)
+
+# %% [markdown]
+# The tests use `ours(t)`: your leaf tensor holding a copy of torch's `t`.
+
+# %%
+def ours(t: torch.Tensor, requires_grad: bool = False) -> Tensor:
+    """Your tensor holding a copy of torch's t (a leaf that requires grad if asked)."""
+    return from_torch(t.detach().clone()).requires_grad_(requires_grad)
 
 # %% [markdown]
 # ## 2. Two half-precision dtypes
+#
+# A floating-point number is three fields of bits: a **sign** $s$, an
+# **exponent** $e$ of $E$ bits and a **mantissa** $m$ of $M$ bits. With the
+# bias $b = 2^{E-1} - 1$, a normal number is
+#
+# $$(-1)^s \cdot 2^{e - b} \cdot (1 + m / 2^M)$$
+#
+# The widths decide everything: the exponent's sets the **range** (the largest
+# and the smallest normal value), the mantissa's the **precision** (how far
+# apart neighbouring values are). Three formats matter for training:
+#
+# | dtype | E | M | eps | max | smallest normal |
+# |---|---|---|---|---|---|
+# | `float32` | 8 | 23 | 1.2e-07 | 3.4e+38 | 1.2e-38 |
+# | `bfloat16` | 8 | 7 | 0.0078 | 3.4e+38 | 1.2e-38 |
+# | `float16` | 5 | 10 | 0.00098 | 65504 | 6.1e-05 |
+#
+# `bfloat16` is float32 with the last 16 bits cut off: the same range, three
+# decimal digits fewer. `float16` keeps more precision but has a tiny range.
+#
+# ![0.1 in float32, bfloat16 and float16: the sign, exponent and mantissa bits of each as torch stores them, with each format's eps, max and smallest normal value](figures/bit_layouts.svg)
+#
+# The next cell registers both with picotorch. NumPy stores `float16`
+# itself; `bfloat16` comes from [`ml_dtypes`](https://github.com/jax-ml/ml_dtypes),
+# a small package that adds it to NumPy. Torch and NumPy cannot hand each
+# other a `bfloat16` array, so its bits cross as `int16` (`bridge`).
+#
+# Torch **accumulates** 16-bit sums and products in float32 and rounds the
+# result once (`acc_type` in
+# [`aten/src/ATen/AccumulateType.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/AccumulateType.h)).
+# The cell does the same for picotorch's reductions and products: their CPU
+# kernels get 16-bit inputs widened to float32, and round the result back.
+
+# %% reference=true
+float16 = DType("float16", np.float16, 2)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, 2)
+register_dtype(float16, torch.float16, before=float32)
+register_dtype(bfloat16, torch.bfloat16, before=float32, bridge=torch.int16)
+# neither holds the other (float16 has the precision, bfloat16 the range): torch promotes the pair to float32
+PROMOTE_PAIRS[float16, bfloat16] = PROMOTE_PAIRS[bfloat16, float16] = float32
+TORCH_DTYPES[float16], TORCH_DTYPES[bfloat16] = torch.float16, torch.bfloat16  # what chapter 03's .to() reads
+HALF_DTYPES = (float16, bfloat16)
+ACCUMULATING_OPS = ("sum", "mean", "matmul", "linear", "linear_backward", "convolution", "convolution_backward",
+                    "softmax", "_softmax_backward_data", "log_softmax", "_log_softmax_backward_data", "nll_loss",
+                    "nll_loss_backward")
+
+
+def _widened(value):
+    if isinstance(value, Tensor) and value.dtype in HALF_DTYPES:
+        return from_numpy(value.numpy().astype(np.float32))
+    return value
+
+
+def _narrowed(value, dtype: DType):
+    if isinstance(value, tuple):
+        return tuple(_narrowed(v, dtype) for v in value)
+    if isinstance(value, Tensor) and value.dtype is float32:
+        return from_numpy(value.numpy().astype(dtype.numpy))
+    return value
+
+
+def accumulate_in_float32(op: str) -> None:
+    """Wrap op's CPU kernel: when its floating inputs are all of one 16-bit dtype, compute in float32 and round the
+    result once to that dtype, as torch's kernels do."""
+    kernel = operator(op).kernels.get(DispatchKey.CPU.priority)
+    kernel = getattr(kernel, "full_precision", kernel)  # run twice, the cell wraps the original kernel again
+
+    def half_kernel(*args, **kwargs):
+        dtypes = {a.dtype for a in args if isinstance(a, Tensor) and a.dtype.is_floating_point}
+        if len(dtypes) != 1 or not dtypes <= set(HALF_DTYPES):
+            return kernel(*args, **kwargs)
+        return _narrowed(kernel(*map(_widened, args), **kwargs), dtypes.pop())
+
+    half_kernel.full_precision = kernel
+    register_kernel(op, DispatchKey.CPU)(half_kernel)
+
+
+for _op in ACCUMULATING_OPS:
+    accumulate_in_float32(_op)
+
+# %% [markdown]
+# ### Rounding to nearest, ties to even
+#
+# A cast to a narrower format must **round**: most float32 values fall
+# between two neighbours of the narrower format. IEEE 754's default, which
+# torch and NumPy use, is *round to nearest, ties to even*: the nearer
+# neighbour; exactly halfway, the one whose last mantissa bit is 0. Rounding
+# to even makes the errors of halfway cases cancel on average instead of
+# drifting up.
+#
+# Between $2^k$ and $2^{k+1}$ the neighbours are $2^{k-M}$ apart (the
+# **spacing**). Three edges:
+#
+# - **subnormals**: below the smallest normal value $2^{1-b}$ the spacing stays
+#   $2^{1-b-M}$ — the numbers thin out evenly down to 0 instead of jumping to 0;
+# - **overflow**: the largest finite value is $(2 - 2^{-M}) \cdot 2^{b}$; a
+#   value that rounds above it becomes $\pm\infty$;
+# - **NaN** stays NaN, and a value that rounds to zero keeps its sign (`-0.0`).
+#
+# `finfo` names a format's limits: `eps` (the spacing just above 1, $2^{-M}$),
+# `max`, `tiny` (the smallest normal value), `smallest_subnormal`, and
+# `resolution` ($10^{-p}$ for the $p = \lfloor M \log_{10} 2 \rfloor$ decimal
+# digits the mantissa holds for sure).
+#
+# Write:
+#
+# - `round_to_format(x, exponent_bits, mantissa_bits)`: the values of the
+#   array `x` (float64) rounded to the format, as float64. Hint: `np.frexp`
+#   gives each value's exponent, and `np.round` rounds halves to even;
+# - `finfo(exponent_bits, mantissa_bits)`: an `FInfo` of the format.
+#
+# Torch is the oracle: `x.to(torch.float16)` (or `bfloat16`, `float8_e5m2`)
+# must give the same values, bit for bit, and `torch.finfo` the same limits.
+# Real PyTorch: `round_to_nearest_even` in
+# [`c10/util/BFloat16.h`](https://github.com/pytorch/pytorch/blob/main/c10/util/BFloat16.h),
+# `fp16_ieee_from_fp32_value` in [`c10/util/Half.h`](https://github.com/pytorch/pytorch/blob/main/c10/util/Half.h),
+# `finfo` in [`torch/csrc/TypeInfo.cpp`](https://github.com/pytorch/pytorch/blob/main/torch/csrc/TypeInfo.cpp).
+
+# %% solution="ex_round" reference=true
+def round_to_format(x, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """x's values rounded to nearest, ties to even, in the format with these field widths (float64 results)."""
+    ### BEGIN SOLUTION
+    x = np.asarray(x, dtype=np.float64)
+    bias = 2 ** (exponent_bits - 1) - 1
+    _, e = np.frexp(x)  # x = f * 2**e with 1/2 <= |f| < 1: x's leading bit is worth 2**(e - 1)
+    exponent = np.maximum(e - 1, 1 - bias)  # subnormals keep the smallest normal exponent's spacing
+    spacing = np.ldexp(1.0, exponent - mantissa_bits)
+    with np.errstate(invalid="ignore"):
+        rounded = np.round(x / spacing) * spacing  # np.round rounds halves to the even neighbour
+    largest = (2.0 - 2.0 ** -mantissa_bits) * 2.0 ** bias
+    return np.where(np.abs(rounded) > largest, np.copysign(np.inf, x), rounded)
+    ### END SOLUTION
+
+# %% tests="ex_round" points=3
+from course.testing import call_yours, fail
+
+FORMATS = {torch.float16: (5, 10), torch.bfloat16: (8, 7), torch.float32: (8, 23), torch.float8_e5m2: (5, 2)}
+
+
+def expect_rounding(values, dtype: torch.dtype, rule: str) -> None:
+    """round_to_format(values) equals torch's cast of the same float32 (float64 for a float32 target) values."""
+    source = torch.tensor(values, dtype=torch.float64 if dtype == torch.float32 else torch.float32)
+    want = source.to(dtype).double()
+    what = f"round_to_format({short_values(source)}, {FORMATS[dtype][0]}, {FORMATS[dtype][1]}) ({rule})"
+    got = call_yours(what, round_to_format, source.double().numpy(), *FORMATS[dtype])
+    got = torch.as_tensor(np.asarray(got, dtype=np.float64))
+    same = (got == want) | (got.isnan() & want.isnan())
+    same &= got.signbit() == want.signbit()  # -0.0 stays -0.0
+    if got.shape != want.shape or not bool(same.all()):
+        i = int((~same).nonzero()[0, 0]) if got.shape == want.shape else 0
+        fail(what, f"{source[i].item()!r} became {got.flatten()[i].item()!r} but torch's .to({dtype}) gives "
+                   f"{want[i].item()!r}")
+
+
+def short_values(t: torch.Tensor) -> str:
+    return "[" + ", ".join(repr(v) for v in t.tolist()[:6]) + (", ...]" if t.numel() > 6 else "]")
+
+
+expect_rounding([1.0, 0.1, -2.5, 0.7, 2.71828], torch.float16, "the nearest float16, below or above")
+expect_rounding([1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11)], torch.float16, "halfway: to the even neighbour")
+expect_rounding([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20], torch.bfloat16, "halfway: to the even neighbour")
+expect_rounding([2 ** -24, 3 * 2 ** -26, 2 ** -25, 1.5 * 2 ** -25, 1e-6], torch.float16,
+                "subnormals: below 2**-14 the spacing stays 2**-24")
+expect_rounding([1e-40, 3e-39, 1e-45], torch.bfloat16, "subnormals of bfloat16")
+expect_rounding([65504.0, 65519.0, 65520.0, 1e6, -1e6], torch.float16, "overflow: beyond max, to inf")
+expect_rounding([3.389e38, 3.4e38, float("inf"), -float("inf")], torch.bfloat16, "overflow: beyond max, to inf")
+expect_rounding([float("nan"), -1e-30, 0.0, -0.0], torch.float16, "NaN stays NaN; a negative value that rounds to 0 is -0.0")
+expect_rounding([0.1, 1 + 2 ** -24, 1e-45, 1e39], torch.float32, "float64 to float32")
+expect_rounding([1.125, 1.375, 61440.0, 2 ** -17], torch.float8_e5m2, "float8_e5m2: 5 exponent bits, 2 mantissa bits")
+
+# picotorch's own cast (the given kernel, NumPy's astype) gives torch's bits; promotion with them is torch's
+x = torch.tensor([0.1, 1 + 2 ** -11, 65520.0, 1e-7, -3.3e38, float("nan")])
+for ours_dtype in HALF_DTYPES:
+    same_call(lambda t: t.to(TORCH_DTYPE[ours_dtype] if isinstance(t, torch.Tensor) else ours_dtype), [x],
+              f"x.to({ours_dtype.name})", ours=from_torch, rtol=0, atol=0)
+for a in (torch.bool, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    for b in (torch.float16, torch.bfloat16):
+        for da, db in ((2,), (2,)), ((), (2,)), ((2,), ()):
+            ta, tb = torch.ones(da, dtype=a), torch.ones(db, dtype=b)
+            compare.assert_equal(TORCH_DTYPE[result_type(from_torch(ta), from_torch(tb))], torch.result_type(ta, tb),
+                                 f"result_type of {describe(ta)} and {describe(tb)}")
+for number in (True, 2, 2.5):
+    for b in (torch.float16, torch.bfloat16):
+        tb = torch.ones(2, dtype=b)
+        compare.assert_equal(TORCH_DTYPE[result_type(number, from_torch(tb))], torch.result_type(number, tb),
+                             f"result_type of {number!r} and {describe(tb)}")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_rounding(draw):
+    dtype = draw.choice([torch.float16, torch.bfloat16, torch.float8_e5m2, torch.float32])
+    low = {torch.float16: -30, torch.bfloat16: -140, torch.float8_e5m2: -20, torch.float32: -160}[dtype]
+    high = {torch.float16: 18, torch.bfloat16: 130, torch.float8_e5m2: 17, torch.float32: 130}[dtype]
+    values = draw.randn((draw(1, 40),)).double() * 2.0 ** draw(low, high)
+    if draw.coin():  # exact halfway points: a value of the format plus half its spacing
+        e, m = FORMATS[dtype]
+        step = 2.0 ** (draw(2 - 2 ** (e - 1), 2 ** (e - 1) - 2) - m)
+        values = (values / step).round() * step + step / 2 * draw.choice([1, -1])
+    values = values.float().double() if dtype != torch.float32 else values
+    expect_rounding(values.tolist(), dtype, "random values")
+
+
+for_random_inputs(random_rounding, 30)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now the limits. Torch's `torch.finfo(dtype)` gives them for its dtypes;
+# yours computes them from the two widths alone.
+
+# %% solution="ex_finfo" reference=true
+FInfo = namedtuple("FInfo", "bits eps max tiny smallest_subnormal resolution")
+
+
+def finfo(exponent_bits: int, mantissa_bits: int) -> FInfo:
+    """The limits of the format: torch.finfo's bits, eps, max, tiny, resolution, and the smallest subnormal."""
+    ### BEGIN SOLUTION
+    bias = 2 ** (exponent_bits - 1) - 1
+    eps = 2.0 ** -mantissa_bits
+    return FInfo(bits=1 + exponent_bits + mantissa_bits, eps=eps, max=(2.0 - eps) * 2.0 ** bias,
+                 tiny=2.0 ** (1 - bias), smallest_subnormal=2.0 ** (1 - bias - mantissa_bits),
+                 resolution=10.0 ** -math.floor(mantissa_bits * math.log10(2)))
+    ### END SOLUTION
+
+# %% tests="ex_finfo" points=2
+def expect_finfo(dtype: torch.dtype, e: int, m: int) -> None:
+    """finfo(e, m) has torch.finfo(dtype)'s limits, and the smallest subnormal: the integer 1 read as the dtype."""
+    what = f"finfo({e}, {m}), the limits of {dtype}"
+    got, want = call_yours(what, finfo, e, m), torch.finfo(dtype)
+    ints = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
+    smallest = torch.tensor(1, dtype=ints[want.bits]).view(dtype).item()
+    for field, theirs in [("bits", want.bits), ("eps", want.eps), ("max", want.max), ("tiny", want.tiny),
+                          ("smallest_subnormal", smallest), ("resolution", want.resolution)]:
+        if getattr(got, field, None) != theirs:
+            fail(what, f"{field} is {getattr(got, field, None)!r} but torch.finfo({dtype}) gives {theirs!r}"
+                       + (" (the integer 1 read as the dtype's bits)" if field == "smallest_subnormal" else ""))
+
+
+for dtype, (e, m) in FORMATS.items():
+    expect_finfo(dtype, e, m)
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+expect_finfo(torch.float64, 11, 52)  # the widest format: limits far from the visible ones
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 3. Where half precision breaks
+#
+# Three measurements, each in picotorch and in torch, show what goes wrong
+# in 16 bits — and so what mixed precision has to protect.
+#
+# **A long sum.** Add $10^5$ ones. The float16 total, 100000, is beyond its
+# max (65504): `sum()` overflows to `inf`, in torch as in picotorch, although
+# both accumulate in float32. A running total kept **in** float16 is worse: it
+# stops at 2048, where the spacing of float16 is 2, so that $2048 + 1$ rounds
+# back to 2048 (ties to even). bfloat16 reaches the range but not the
+# digits: $10^5$ is stored as the nearest bfloat16.
+
+# %%
+ones = torch.ones(10 ** 5)
+for dtype in (float32, float16, bfloat16):
+    ours_sum = from_torch(ones).to(dtype).sum().item()
+    torch_sum = ones.to(TORCH_DTYPE[dtype]).sum().item()
+    print(f"sum of 10^5 ones in {dtype.name:8}  picotorch {ours_sum:>9}   torch {torch_sum:>9}")
+running = np.add.accumulate(np.ones(10 ** 5, np.float16), dtype=np.float16)  # each partial total rounded to float16
+print(f"a running total kept in float16 stops at {running[-1]} (it reached 2048 after {np.argmax(running == 2048) + 1} ones)")
+
+# %% [markdown]
+# **Large logits.** $e^{x}$ overflows float16 from $x \approx 11.1$ on
+# ($\ln 65504$). A softmax computed as written, $e^{x_i} / \sum_j e^{x_j}$,
+# gives $\infty / \infty$ = NaN; chapter 04's softmax subtracts the max first
+# and is fine, as torch's is. That is why torch's lists compute softmax,
+# log-softmax and the losses in float32 under autocast on a GPU.
+
+# %%
+logits = torch.tensor([[10.0, 20.0, 30.0]])
+ours_logits = from_torch(logits).to(float16)
+naive = ours_logits.exp() / ours_logits.exp().sum(1, keepdim=True)
+print("exp(logits) in float16:", ours_logits.exp().tolist(), "  torch:", logits.half().exp().tolist())
+print("softmax written as exp / sum:", naive.tolist())
+print("softmax after subtracting the max (chapter 04):", dispatch("softmax", ours_logits, 1).tolist(),
+      "  torch:", torch.softmax(logits.half(), 1).tolist())
+
+# %% [markdown]
+# **Small gradients.** Gradients are often tiny: $10^{-6}$ to $10^{-9}$ per
+# element in a large model. float16's smallest subnormal is $2^{-24} \approx
+# 6 \cdot 10^{-8}$: below it a gradient becomes **0**, and the weights it
+# should move stay where they are. bfloat16 has float32's range and keeps
+# them (with three digits).
+
+# %%
+grads = torch.tensor([1e-3, 1e-5, 1e-7, 3e-8, 1e-9])
+for dtype in (float16, bfloat16):
+    print(f"{dtype.name:8} picotorch {from_torch(grads).to(dtype).tolist()}")
+    print(f"{'':8} torch     {grads.to(TORCH_DTYPE[dtype]).tolist()}")
+
+# %% [markdown]
+# So, mixed precision:
+#
+# 1. run the operators that gain most — matrix products and convolutions —
+#    in 16 bits, and keep in float32 what needs range or accumulates
+#    (softmax, sums, losses): **autocast**, section 4;
+# 2. keep the weights in float32 (a small update added to a float16 weight
+#    would be lost in its rounding), and with float16 **scale the loss** so
+#    that its gradients stay above the underflow: section 5. bfloat16 needs no
+#    scaling, which is why it is the default on the CPU and on recent GPUs.
 
 # %% [markdown]
 # ## 4. Autocast is a dispatch key
+#
+# `with torch.autocast("cpu"):` makes `x @ w` run in bfloat16 although `x`
+# and `w` are float32, and leaves `nll_loss` in float32 even when its input
+# is bfloat16. Nothing in `matmul` knows about it: autocast is a **dispatch
+# key**, `AutocastCPU` (and `AutocastCUDA`), above `Autograd`. While a region
+# is active the key is in the thread's include set (chapter 01), so every
+# call sees it first. Its kernel, for an operator in autocast's lists:
+#
+# 1. casts the operator's **floating** tensor inputs to the operator's
+#    precision, by its **policy**:
+#    - *lower precision* (`matmul`, `linear`, `convolution`): to the region's
+#      dtype (`bfloat16` by default on the CPU, `float16` on CUDA);
+#    - *float32* (the losses everywhere; on CUDA also `exp`, `log`, `pow`,
+#      `sum`, `softmax`, `log_softmax`): to float32;
+# 2. then hands the call on **below itself**, with the key excluded, so that
+#    `Autograd` records the casts and the operator like any other calls.
+#
+# An operator in no list falls through: its inputs are used as they are,
+# and its own type promotion decides (a bfloat16 tensor plus a float32 one is
+# float32). Torch has a third policy, *promote* (cast to the widest input
+# dtype), for operators that refuse mixed dtypes, such as `cat` on the CPU and
+# `dot` on CUDA; every picotorch operator promotes by itself (chapter 01's
+# `result_type`), so our lists need none.
+#
+# Which tensors are cast: floating ones **except float64** (torch's
+# `is_eligible`), never integers or booleans; and only in a region for the
+# **device the tensors are on** — `autocast("cuda")` leaves CPU tensors alone,
+# and each device type has its own lists.
+#
+# **The cast cache.** A weight is cast on every call that uses it: a
+# `Linear` used twice in a region would cast its weight twice. So torch
+# caches the cast of a **weight** — a float32 leaf that requires grad, cast to
+# the region's lower precision — for the rest of the region, and empties the
+# cache when the outermost region ends (the weights may change between
+# steps). Other tensors (activations) are not cached: they are used once.
+#
+# Real PyTorch: the policies and the lists in
+# [`aten/src/ATen/autocast_mode.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/autocast_mode.cpp)
+# (`KERNEL_CPU`, `KERNEL_CUDA`) and
+# [`aten/src/ATen/autocast_mode.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/autocast_mode.h)
+# (`is_eligible`, `cached_cast`, `AT_FORALL_LOWER_PRECISION_FP`), and the
+# context manager in [`torch/amp/autocast_mode.py`](https://github.com/pytorch/pytorch/blob/main/torch/amp/autocast_mode.py).
+#
+# The next cell is given: the key (priority 9, above `Autograd`), a
+# fallthrough for the operators with no policy, the lists, the region
+# (`autocast`, which keeps each device type's dtype in `AUTOCAST.dtypes` and
+# the cache in `AUTOCAST.cache`), and `device_type_of(args)`, the device type
+# whose list applies to a call ("cuda" for a GPU or the emulator).
+
+# %% reference=true
+DispatchKey.declare("Autocast")
+register_fallthrough(DispatchKey.Autocast)  # an operator in no list goes straight on, at no cost
+type(LOCAL_KEYS).unwatched |= DispatchKey.Autocast.bit  # t.numpy() is no operator autocast casts: no dispatch
+
+LOWER, FP32 = "lower precision", "float32"  # the policies (torch's lower_precision_fp and fp32)
+AUTOCAST_LISTS = {  # device type -> {operator: policy}: torch's lists, for the operators picotorch has
+    "cpu": {"matmul": LOWER, "linear": LOWER, "convolution": LOWER, "nll_loss": FP32},
+    "cuda": {"matmul": LOWER, "linear": LOWER, "convolution": LOWER, "nll_loss": FP32, "exp": FP32, "log": FP32,
+             "pow": FP32, "sum": FP32, "softmax": FP32, "log_softmax": FP32},
+}
+AUTOCAST_DEFAULT_DTYPE = {"cpu": bfloat16, "cuda": float16}
+
+
+class AutocastState(threading.local):
+    """This thread's regions: the lower-precision dtype of each device type with autocast on, how deep the regions
+    nest, and the cache of weights' casts (id(weight) -> (weight, its cast))."""
+
+    def __init__(self):
+        self.dtypes, self.depth, self.cache = {}, 0, {}
+
+
+AUTOCAST = AutocastState()
+
+
+class autocast:
+    """`with autocast("cpu", dtype=bfloat16, enabled=True):` torch.autocast for picotorch."""
+
+    def __init__(self, device_type: str, dtype=None, enabled: bool = True):
+        if device_type not in AUTOCAST_LISTS:
+            raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+        self.device_type, self.enabled = device_type, enabled
+        self.dtype = dtype_arg(dtype) or AUTOCAST_DEFAULT_DTYPE[device_type]
+
+    def __enter__(self):
+        self.previous = dict(AUTOCAST.dtypes), LOCAL_KEYS.included
+        if self.enabled:
+            AUTOCAST.dtypes[self.device_type] = self.dtype
+        else:
+            AUTOCAST.dtypes.pop(self.device_type, None)
+        bit = DispatchKey.Autocast.bit  # the key is in the include set while any device type has autocast on
+        LOCAL_KEYS.included = LOCAL_KEYS.included | bit if AUTOCAST.dtypes else LOCAL_KEYS.included & ~bit
+        AUTOCAST.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        AUTOCAST.dtypes, LOCAL_KEYS.included = self.previous
+        AUTOCAST.depth -= 1
+        if AUTOCAST.depth == 0:
+            AUTOCAST.cache.clear()  # the weights may change before the next region
+        return False
+
+
+def device_type_of(args) -> str:
+    """The device type whose autocast list applies to a call: that of its first tensor argument."""
+    for a in args:
+        if isinstance(a, Tensor):
+            return "cpu" if a.device.type == "cpu" else "cuda"  # a GPU or the emulator: the CUDA list
+    return "cpu"
+
+# %% [markdown]
+# Write the Autocast key's kernel in three pieces:
+#
+# - `autocast_eligible(x)`: is `x` a tensor autocast may cast (floating, not
+#   float64)?
+# - `cached_cast(x, dtype)`: `x` cast to `dtype` when it is eligible and of
+#   another dtype, else `x` itself; a weight cast to the lower precision
+#   (a float32 leaf that requires grad, `dtype` a 16-bit one) comes from
+#   `AUTOCAST.cache`, cast once per region;
+# - `autocast_kernel(op, *args, **kwargs)`: the policy of `op` in the list of
+#   the call's device type — if autocast is on for that device type — decides
+#   the dtype to cast to; cast every argument with `cached_cast`, then run
+#   the call with the `Autocast` key excluded (`ExcludeDispatchKeys`).
+#
+# The cell after yours registers `autocast_kernel` as the `Autocast` kernel of
+# every operator in a list.
+
+# %% solution="ex_autocast" reference=true
+def autocast_eligible(x) -> bool:
+    """Whether autocast may cast x: a floating tensor other than float64."""
+    ### BEGIN SOLUTION
+    return isinstance(x, Tensor) and x.dtype.is_floating_point and x.dtype is not float64
+    ### END SOLUTION
+
+
+def cached_cast(x, dtype: DType):
+    """x cast to dtype if autocast may cast it; a weight's cast to a 16-bit dtype once per region."""
+    ### BEGIN SOLUTION
+    if not autocast_eligible(x) or x.dtype is dtype:
+        return x
+    if dtype in HALF_DTYPES and x.dtype is float32 and x.is_leaf and x.requires_grad:
+        hit = AUTOCAST.cache.get(id(x))
+        if hit is None or hit[0] is not x:  # the entry keeps x alive, so its id cannot be reused in the region
+            hit = AUTOCAST.cache[id(x)] = (x, x.to(dtype))
+        return hit[1]
+    return x.to(dtype)
+    ### END SOLUTION
+
+
+def autocast_kernel(op: str, *args, **kwargs):
+    """The Autocast key's kernel of op: cast the inputs by op's policy, then run op below the key."""
+    ### BEGIN SOLUTION
+    device_type = device_type_of(args)
+    lower = AUTOCAST.dtypes.get(device_type)
+    policy = AUTOCAST_LISTS[device_type].get(op) if lower is not None else None
+    target = lower if policy == LOWER else float32 if policy == FP32 else None
+    if target is not None:
+        args = tuple(cached_cast(a, target) for a in args)
+    with ExcludeDispatchKeys(DispatchKey.Autocast):
+        return dispatch(op, *args, **kwargs)
+    ### END SOLUTION
+
+# %% reference=true
+def autocast_kernel_of(op: str):
+    """The Autocast kernel registered for op: your autocast_kernel, looked up at each call."""
+    def kernel(*args, **kwargs):
+        return autocast_kernel(op, *args, **kwargs)
+    return kernel
+
+
+for _op in sorted(set().union(*AUTOCAST_LISTS.values())):
+    register_kernel(_op, DispatchKey.Autocast)(autocast_kernel_of(_op))
+
+# %% tests="ex_autocast" points=4
+import warnings
+from pathlib import Path
+
+from picotorch import DTYPE_OF_TORCH, LoggingMode, conv2d, log_softmax, nll_loss, softmax
+from course.testing import same_outcome
+
+F = torch.nn.functional
+
+
+# (our call, torch's call, the shapes and dtypes of the inputs): every operator in a list, and some in none
+AUTOCAST_CALLS = {
+    "x @ w": (lambda x, w: x @ w, lambda x, w: x @ w, [((3, 4), torch.float32), ((4, 5), torch.float32)]),
+    "linear(x, w, b)": (lambda x, w, b: dispatch("linear", x, w, b), F.linear,
+                        [((3, 4), torch.float32), ((5, 4), torch.float32), ((5,), torch.float32)]),
+    "conv2d(x, w)": (conv2d, F.conv2d, [((1, 2, 5, 5), torch.float32), ((3, 2, 3, 3), torch.float32)]),
+    "nll_loss(log_probs, target)": (lambda x: nll_loss(x, from_torch(TARGET)), lambda x: F.nll_loss(x, TARGET),
+                                    [((3, 5), torch.bfloat16)]),
+    "softmax(x, 1)": (lambda x: softmax(x, 1), lambda x: F.softmax(x, 1), [((3, 5), torch.bfloat16)]),
+    "log_softmax(x, 1)": (lambda x: log_softmax(x, 1), lambda x: F.log_softmax(x, 1), [((3, 5), torch.float16)]),
+    "x.exp()": (lambda x: x.exp(), lambda x: x.exp(), [((3, 5), torch.bfloat16)]),
+    "x.sum()": (lambda x: x.sum(), lambda x: x.sum(), [((3, 5), torch.float16)]),
+    "x + y (bfloat16 + float32: no list, promotion)": (lambda x, y: x + y, lambda x, y: x + y,
+                                                       [((3, 5), torch.bfloat16), ((3, 5), torch.float32)]),
+    "x @ w (int64: not cast)": (lambda x, w: x @ w, lambda x, w: x @ w, [((3, 4), torch.int64), ((4, 2), torch.int64)]),
+    "linear(x, w, b) (float64: not cast)": (lambda x, w, b: dispatch("linear", x, w, b), F.linear,
+                                             [((3, 4), torch.float64), ((5, 4), torch.float64), ((5,), torch.float64)]),
+}
+TARGET = torch.tensor([4, 0, 2])
+
+
+def random_input(shape, dtype, draw=inputs) -> torch.Tensor:
+    if dtype == torch.int64:
+        return torch.tensor(np.asarray([draw.randint(-3, 3) for _ in range(math.prod(shape))])).reshape(shape)
+    return draw.randn(shape).to(dtype)
+
+
+def expect_autocast(what: str, args, region: dict, device_type: str = "cpu", grad: bool = False) -> None:
+    """Our call under autocast(device_type, **region) against torch's under torch.autocast: dtype and values (and
+    the float32 weights' gradients, with grad=True)."""
+    ours_fn, torch_fn, _ = AUTOCAST_CALLS[what]
+    floating = [a.is_floating_point() and a.dtype != torch.float64 and grad for a in args]
+    mine = [ours(a, g) for a, g in zip(args, floating)]
+    theirs = [a.detach().clone().requires_grad_(g) for a, g in zip(args, floating)]
+    ours_region = dict(region, dtype=DTYPE_OF_TORCH[region["dtype"]]) if "dtype" in region else region
+    text = f"{what} under autocast({device_type!r}, {', '.join(f'{k}={v}' for k, v in region.items())}) " \
+           f"for {', '.join(describe(a) for a in args)}"
+
+    def run_ours():
+        with autocast(device_type, **ours_region):
+            out = ours_fn(*mine)
+        if grad:
+            out.to(float32).sum().backward()
+        return out
+
+    def run_torch():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.autocast("cuda") without a GPU: off, with a warning
+            with torch.autocast(device_type, **region):
+                out = torch_fn(*theirs)
+        if grad:
+            out.float().sum().backward()
+        return out
+
+    same_outcome(run_ours, run_torch, text)
+    for i, (m, t) in enumerate(zip(mine, theirs)):
+        if t.grad is not None:
+            compare.assert_matches(m.grad, t.grad, f"{text}: the gradient of input {i} (a float32 leaf: the cast's "
+                                   "backward brings it back to float32)", rtol=0.05, atol=0.05)
+
+
+for dtype in (torch.bfloat16, torch.float16):
+    for what, (_, _, specs) in AUTOCAST_CALLS.items():
+        expect_autocast(what, [random_input(s, d) for s, d in specs], {"dtype": dtype})
+expect_autocast("linear(x, w, b)", [random_input(s, d) for s, d in AUTOCAST_CALLS["linear(x, w, b)"][2]], {})
+expect_autocast("linear(x, w, b)", [random_input(s, d) for s, d in AUTOCAST_CALLS["linear(x, w, b)"][2]],
+                {"dtype": torch.bfloat16}, grad=True)
+# a region for another device type leaves CPU tensors alone (torch: the CUDA region does not touch CPU tensors)
+expect_autocast("x @ w", [random_input(s, d) for s, d in AUTOCAST_CALLS["x @ w"][2]], {"dtype": torch.float16},
+                device_type="cuda")
+
+# nested regions: the innermost decides; enabled=False inside turns it off; leaving restores the outer one
+x, w = torch.randn(3, 4), torch.randn(4, 2)
+with autocast("cpu"):
+    outer = (ours(x) @ ours(w)).dtype
+    with autocast("cpu", dtype=float16):
+        inner = (ours(x) @ ours(w)).dtype
+        with autocast("cpu", enabled=False):
+            off = (ours(x) @ ours(w)).dtype
+    after = (ours(x) @ ours(w)).dtype
+with torch.autocast("cpu"):
+    want_outer = (x @ w).dtype
+    with torch.autocast("cpu", dtype=torch.float16):
+        want_inner = (x @ w).dtype
+        with torch.autocast("cpu", enabled=False):
+            want_off = (x @ w).dtype
+    want_after = (x @ w).dtype
+compare.assert_equal([TORCH_DTYPE[d] for d in (outer, inner, off, after)], [want_outer, want_inner, want_off, want_after],
+                     "x @ w's dtype in nested regions: autocast('cpu'), inside it dtype=float16, inside that "
+                     "enabled=False, then back in the outer region")
+
+# the cast cache: a weight (a float32 leaf that requires grad) is cast once per region; other tensors every time
+x, w = ours(torch.randn(3, 4)), ours(torch.randn(5, 4), requires_grad=True)
+with LoggingMode() as log:
+    with autocast("cpu"):
+        dispatch("linear", x, w, None)
+        dispatch("linear", x, w, None)
+compare.assert_equal(log.count("to") + log.count("_to_copy"), 3, "the number of casts (.to) in one region of two "
+                     "linear(x, w) with x float32 and w a float32 weight: x cast twice, w once (the cache)")
+with LoggingMode() as log:
+    with autocast("cpu"):
+        dispatch("linear", x, w, None)
+compare.assert_equal(log.count("to") + log.count("_to_copy"), 2, "the number of casts in a new region: the cache was emptied when "
+                     "the last region ended, so w is cast again")
+
+# torch's CUDA list, read from the header torch ships: our CUDA list has the same policy for each of our operators
+HEADER = Path(torch.__file__).parent / "include" / "ATen" / "autocast_mode.h"
+if HEADER.exists():
+    text, policies = HEADER.read_text(), {}
+    for macro, policy in (("AT_FORALL_LOWER_PRECISION_FP", LOWER), ("AT_FORALL_FP32", FP32),
+                          ("AT_FORALL_FP32_SET_OPT_DTYPE", FP32)):
+        block = text.split(f"#define {macro}(_)")[1].split("\n\n")[0]
+        for name in __import__("re").findall(r"_\((\w+)", block):
+            policies.setdefault(name, policy)
+    for op in sorted(set(AUTOCAST_LISTS["cuda"]) | {"add", "mul", "max", "relu", "tanh", "mean"}):
+        compare.assert_equal(AUTOCAST_LISTS["cuda"].get(op), policies.get(op),
+                             f"the CUDA list's policy of {op!r} (torch's autocast_mode.h)")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_autocast(draw):
+    what = draw.choice(sorted(AUTOCAST_CALLS))
+    specs = AUTOCAST_CALLS[what][2]
+    args = [random_input(s, draw.choice([d, torch.float32, torch.bfloat16, torch.float16]) if d != torch.int64
+                         and "float64" not in what else d, draw) for s, d in specs]
+    if "conv2d" in what or "linear" in what or "@" in what:  # torch's products refuse two dtypes: one for all
+        args = [a.to(args[0].dtype) for a in args]
+    region = {"dtype": draw.choice([torch.bfloat16, torch.float16])} if draw.coin() else {}
+    expect_autocast(what, args, region, grad="float64" not in what and "int64" not in what and draw.coin()
+                    and all(a.dtype == torch.float32 for a in args))
+
+
+for_random_inputs(random_autocast, 16)
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 5. Loss scaling
+#
+# float16's gradients underflow (section 3). The fix: multiply the loss by a
+# large **scale** $S$ before `backward()`. Every gradient is then $S$ times
+# larger — by the chain rule, the scale goes through every node — and lifted
+# out of the underflow. Before the optimizer uses them, divide them by $S$
+# again (**unscale**), in float32, where the weights' gradients live.
+#
+# Too large a scale overflows instead: some gradient becomes `inf` or NaN.
+# So the scale is **dynamic**, as in torch's `GradScaler`:
+#
+# - `scale(outputs)`: the outputs (a tensor, or a list or tuple of them)
+#   times the scale, which starts at `init_scale` ($2^{16}$);
+# - `unscale_(optimizer)`: multiply the gradients of the optimizer's
+#   parameters by $1/S$ (computed in float32, as torch does: the reciprocal
+#   of the float64 scale, rounded to float32), and note whether any gradient
+#   was `inf` or NaN. At most once per optimizer between two `update()`s, and
+#   not after `step()`: torch's `RuntimeError`s otherwise;
+# - `step(optimizer)`: unscale first if `unscale_` was not called; then
+#   `optimizer.step()` **only if** no gradient was inf/NaN — otherwise the
+#   step is **skipped** (returns `None`). Twice between updates is an error;
+# - `update()`: after a skipped step, multiply the scale by `backoff_factor`
+#   (0.5) and restart the count of good steps; after a good one, count it, and
+#   when the count reaches `growth_interval` multiply the scale by
+#   `growth_factor` (2.0; only if the result is finite) and restart the count.
+#   torch computes the new scale in float64 and stores it as float32. Then
+#   every optimizer's state is forgotten, ready for the next iteration;
+#   `update()` with no step or unscale since the last one is an
+#   `AssertionError` ("No inf checks were recorded prior to update.").
+#
+# A float16 gradient cannot be unscaled (`ValueError`: "Attempting to unscale
+# FP16 gradients."): the weights must stay in float32. A scaler made with
+# `enabled=False` does nothing: `scale` returns its input, `step` is
+# `optimizer.step()`, `update` returns. Real PyTorch:
+# [`torch/amp/grad_scaler.py`](https://github.com/pytorch/pytorch/blob/main/torch/amp/grad_scaler.py),
+# whose update rule is `_amp_update_scale_` in
+# [`aten/src/ATen/native/cpu/AmpGradScalerKernels.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cpu/AmpGradScalerKernels.cpp).
+#
+# The next cell gives the scaler's constructor and its state (`get_scale`,
+# `state_dict`, `load_state_dict`). Each optimizer's state for the current
+# iteration is `self._per_optimizer_states[id(optimizer)]`: a dict with its
+# `"stage"` (`READY`, `UNSCALED` or `STEPPED`) and `"found_inf"` (`None` until
+# unscaled).
+
+# %% reference=true
+READY, UNSCALED, STEPPED = "ready", "unscaled", "stepped"
+
+
+class GradScalerState:
+    """GradScaler's constructor and state; the methods that scale, unscale, step and update are yours."""
+
+    def __init__(self, device: str = "cpu", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+        self.device, self._enabled = device, enabled
+        self._init_scale, self._growth_factor, self._backoff_factor = init_scale, growth_factor, backoff_factor
+        self._growth_interval = growth_interval
+        self._scale = None  # float32, made by the first scale() (torch makes its tensor then)
+        self._growth_tracker = 0
+        self._per_optimizer_states = {}
+
+    def _state_of(self, optimizer) -> dict:
+        return self._per_optimizer_states.setdefault(id(optimizer), {"stage": READY, "found_inf": None})
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def get_scale(self) -> float:
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else self._scale
+
+    def state_dict(self) -> dict:
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
+                               "instance of GradScaler.")
+        self._init_scale = float(np.float32(state_dict["scale"]))
+        self._growth_factor, self._backoff_factor = state_dict["growth_factor"], state_dict["backoff_factor"]
+        self._growth_interval = state_dict["growth_interval"]
+        self._growth_tracker = state_dict["_growth_tracker"]
+        if self._scale is not None:
+            self._scale = self._init_scale
+
+# %% [markdown]
+# Write the four methods of `GradScaler`. Hints: `np.float32(...)` rounds a
+# Python float to float32; a gradient's values are multiplied in place with
+# `p.grad.mul_(inv_scale)` under `no_grad()`; `np.isfinite(p.grad.numpy())`
+# tells the finite values.
+
+# %% solution="ex_scaler" reference=true
+class GradScaler(GradScalerState):
+    """torch.amp.GradScaler for picotorch's optimizers: dynamic loss scaling."""
+
+    def scale(self, outputs):
+        ### BEGIN SOLUTION
+        if not self._enabled:
+            return outputs
+        if self._scale is None:
+            self._scale = float(np.float32(self._init_scale))
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        return outputs * self._scale
+        ### END SOLUTION
+
+    def unscale_(self, optimizer) -> None:
+        ### BEGIN SOLUTION
+        if not self._enabled:
+            return
+        state = self._state_of(optimizer)
+        if state["stage"] == UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
+        if state["stage"] == STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        inv_scale = float(np.float32(1.0 / self._scale))
+        found_inf = False
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if p.grad.dtype is float16:
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    found_inf = found_inf or not bool(np.isfinite(p.grad.numpy()).all())
+                    p.grad.mul_(inv_scale)
+        state["found_inf"], state["stage"] = found_inf, UNSCALED
+        ### END SOLUTION
+
+    def step(self, optimizer, *args, **kwargs):
+        ### BEGIN SOLUTION
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        state = self._state_of(optimizer)
+        if state["stage"] == STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] == READY:
+            self.unscale_(optimizer)
+        result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        state["stage"] = STEPPED
+        return result
+        ### END SOLUTION
+
+    def update(self, new_scale=None) -> None:
+        ### BEGIN SOLUTION
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(np.float32(new_scale))
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer_states.values() if s["found_inf"] is not None]
+            assert len(found) > 0, "No inf checks were recorded prior to update."
+            if any(found):
+                self._scale = float(np.float32(self._scale * self._backoff_factor))
+                self._growth_tracker = 0
+            elif self._growth_tracker + 1 == self._growth_interval:
+                grown = float(np.float32(self._scale * self._growth_factor))
+                if math.isfinite(grown):
+                    self._scale = grown
+                self._growth_tracker = 0
+            else:
+                self._growth_tracker += 1
+        self._per_optimizer_states = {}
+        ### END SOLUTION
+
+# %% tests="ex_scaler" points=4
+from picotorch import SGD
+
+
+SCALER_KWARGS = dict(init_scale=2.0 ** 10, growth_factor=2.0, backoff_factor=0.5, growth_interval=3)
+
+
+class TorchSGD:
+    """torch.optim.SGD(params, lr)'s plain step, as GradScaler sees an optimizer (its param_groups, its step()):
+    torch.optim itself costs seconds to import the first time."""
+
+    def __init__(self, params, lr: float):
+        self.param_groups = [{"params": list(params), "lr": lr}]
+
+    def step(self):
+        with torch.no_grad():
+            for p in self.param_groups[0]["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-self.param_groups[0]["lr"])
+
+
+class ScalerPair:
+    """Our GradScaler and torch's, each with an SGD over the same two parameters, run step for step."""
+
+    def __init__(self, draw=inputs, optimizers: int = 1, **kwargs):
+        self.what = f"GradScaler({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+        self.theirs = torch.amp.GradScaler("cpu", **kwargs)
+        self.mine = call_yours(f"{self.what}", GradScaler, "cpu", **kwargs)
+        values = [draw.randn((3, 2)) for _ in range(optimizers)]
+        self.params_t = [v.clone().requires_grad_(True) for v in values]
+        self.params = [ours(v, True) for v in values]
+        self.opts_t = [TorchSGD([p], lr=0.1) for p in self.params_t]
+        self.opts = [SGD([p], lr=0.1) for p in self.params]
+        self.log = []
+
+    def did(self, text: str) -> str:
+        self.log.append(text)
+        return f"{self.what} after {'; '.join(self.log[-6:])}"
+
+    def iteration(self, draw=inputs, inf: bool = False, unscale_first: bool = False) -> None:
+        loss = draw.randn((2,))
+        what = self.did(f"scale(loss {loss.tolist()})")
+        same_outcome(lambda: self.mine.scale(ours(loss)), lambda: self.theirs.scale(loss), what)
+        for p, p_t in zip(self.params, self.params_t):
+            grad = draw.randn((3, 2)) * self.theirs.get_scale() * 1e-3
+            if inf:
+                grad[draw.randint(0, 2), draw.randint(0, 1)] = draw.choice([float("inf"), float("nan"), -float("inf")])
+            p.grad, p_t.grad = ours(grad), grad.clone()
+        for opt, opt_t in zip(self.opts, self.opts_t):
+            if unscale_first:
+                what = self.did("unscale_(optimizer)" + (" (a gradient inf or NaN)" if inf else ""))
+                call_yours(what, self.mine.unscale_, opt)
+                self.theirs.unscale_(opt_t)
+                for p, p_t in zip(self.params, self.params_t):
+                    compare.assert_matches(p.grad, p_t.grad, f"{what}: the gradient, divided by the scale",
+                                           rtol=0, atol=0)
+            what = self.did("step(optimizer)" + (" (a gradient inf or NaN: skipped)" if inf else ""))
+            call_yours(what, self.mine.step, opt)
+            self.theirs.step(opt_t)
+            for p, p_t in zip(self.params, self.params_t):
+                compare.assert_matches(p, p_t.detach(), f"{what}: the parameter", rtol=0, atol=0)
+        what = self.did("update()")
+        call_yours(what, self.mine.update)
+        self.theirs.update()
+        compare.assert_equal(self.mine.get_scale(), self.theirs.get_scale(), f"{what}: get_scale()")
+        compare.assert_equal(self.mine.state_dict(), self.theirs.state_dict(), f"{what}: state_dict()")
+
+
+# the same scale sequence as torch over a run with injected infs: growth every 3 good steps, backoff on each inf
+pair = ScalerPair(**SCALER_KWARGS)
+for step, (inf, unscale_first) in enumerate([(False, False), (False, True), (False, False), (False, False),
+                                             (True, False), (False, False), (True, True), (False, False)]):
+    pair.iteration(inf=inf, unscale_first=unscale_first)
+
+# the errors torch raises, of the same type, at the same calls
+def expect_error(calls, what: str) -> None:
+    """Run calls(scaler, optimizer, param) on ours and torch's fresh pair: the last call must raise as torch's does."""
+    pair = ScalerPair(**SCALER_KWARGS)
+    same_outcome(lambda: calls(pair.mine, pair.opts[0], pair.params[0]),
+                 lambda: calls(pair.theirs, pair.opts_t[0], pair.params_t[0]), what)
+
+
+def with_grad(scaler, param):
+    scaler.scale(torch.ones(1) if isinstance(param, torch.Tensor) else ours(torch.ones(1)))
+    param.grad = torch.ones(3, 2) if isinstance(param, torch.Tensor) else ours(torch.ones(3, 2))
+
+
+def unscale_twice(s, opt, p):
+    with_grad(s, p), s.unscale_(opt)
+    return s.unscale_(opt)
+
+
+def unscale_after_step(s, opt, p):
+    with_grad(s, p), s.step(opt)
+    return s.unscale_(opt)
+
+
+def step_twice(s, opt, p):
+    with_grad(s, p), s.step(opt)
+    return s.step(opt)
+
+
+def update_without_step(s, opt, p):
+    with_grad(s, p)
+    return s.update()
+
+
+def closure_step(s, opt, p):
+    with_grad(s, p)
+    return s.step(opt, closure=lambda: None)
+
+
+def step_after_update(s, opt, p):  # update() forgets the optimizers' states: a new iteration may step again
+    with_grad(s, p), s.step(opt), s.update(), with_grad(s, p), s.step(opt)
+    return s.get_scale()
+
+
+expect_error(unscale_twice, "unscale_(optimizer) twice between updates: a RuntimeError")
+expect_error(unscale_after_step, "unscale_(optimizer) after step(optimizer): a RuntimeError")
+expect_error(step_twice, "step(optimizer) twice between updates: a RuntimeError")
+expect_error(update_without_step, "update() with no unscale_ or step since the last update: an AssertionError")
+expect_error(closure_step, "step(optimizer, closure=...): a RuntimeError")
+expect_error(step_after_update, "step, update, step: the second iteration steps as the first did")
+
+# float16 gradients cannot be unscaled (a float16 parameter's)
+weight_t = torch.ones(3, 2, dtype=torch.float16, requires_grad=True)
+weight = ours(weight_t, True)
+weight_t.grad, weight.grad = torch.ones(3, 2, dtype=torch.float16), ours(torch.ones(3, 2, dtype=torch.float16))
+scaler_t, scaler = torch.amp.GradScaler("cpu"), GradScaler("cpu")
+scaler_t.scale(torch.ones(1)), scaler.scale(ours(torch.ones(1)))
+same_outcome(lambda: scaler.unscale_(SGD([weight], lr=0.1)), lambda: scaler_t.unscale_(TorchSGD([weight_t], lr=0.1)),
+             "unscale_(optimizer) of a float16 gradient: a ValueError")
+
+# a disabled scaler passes everything through
+pair = ScalerPair(enabled=False)
+x = torch.randn(2)
+same_outcome(lambda: pair.mine.scale(ours(x)), lambda: pair.theirs.scale(x), "GradScaler(enabled=False).scale(x): x")
+compare.assert_equal((pair.mine.get_scale(), pair.mine.state_dict()), (pair.theirs.get_scale(), pair.theirs.state_dict()),
+                     "GradScaler(enabled=False): get_scale() and state_dict()")
+
+# a scaler loaded from torch's state dict goes on as torch's does
+pair = ScalerPair(**SCALER_KWARGS)
+for inf in (False, True, False, False):
+    pair.iteration(inf=inf)
+pair.mine = GradScaler("cpu")
+pair.mine.load_state_dict(pair.theirs.state_dict())
+for inf in (False, False, True):
+    pair.iteration(inf=inf)
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_scaler(draw):
+    kwargs = dict(init_scale=2.0 ** draw(0, 20) * draw.choice([1.0, 1.5, 0.7]), growth_factor=draw.choice([2.0, 1.7, 3.0]),
+                  backoff_factor=draw.choice([0.5, 0.25, 0.6]), growth_interval=draw(1, 4))
+    pair = ScalerPair(draw, optimizers=draw(1, 2), **kwargs)
+    for _ in range(draw(1, 8)):
+        pair.iteration(draw, inf=draw.coin(3), unscale_first=draw.coin())
+
+
+for_random_inputs(random_scaler, 12)
+### END HIDDEN TESTS
+
+
+# %% [markdown]
+# ### The mixed-precision training step
+#
+# With autocast and the scaler, a training step of torch's AMP recipe
+# ([the AMP examples](https://github.com/pytorch/pytorch/blob/main/docs/source/notes/amp_examples.rst)) is:
+#
+# 1. `optimizer.zero_grad()`;
+# 2. the forward **and the loss** under `autocast("cpu", dtype=dtype)`;
+# 3. `scaler.scale(loss).backward()` — **outside** the region: the backward
+#    runs each operator in the dtype its forward used;
+# 4. `scaler.step(optimizer)` (it unscales, and skips the step after an inf);
+# 5. `scaler.update()`.
+#
+# Write `amp_step(model, optimizer, scaler, loss_fn, x, y, dtype)`, which
+# runs one such step and returns the loss (as computed, unscaled). The tests
+# run it step for step against torch's recipe on the same model, then train
+# chapter 04's MLP on the digits with it (`train_mixed`, given below the
+# exercise). That MLP's gradients are not small enough to underflow, so
+# `train_mixed` makes them so: the loss is multiplied by $2^{-20}$ and the
+# learning rate by $2^{20}$ — in float32 that changes nothing, and it puts
+# the gradients where a large model's are. Without a scaler (one made with
+# `enabled=False`), float16 flushes them to zero and the model stays where it
+# started; with your `GradScaler` it trains as float32 does.
+
+# %% solution="ex_amp_step" reference=true
+def amp_step(model, optimizer, scaler, loss_fn, x, y, dtype=float16):
+    """One mixed-precision training step; returns the loss."""
+    ### BEGIN SOLUTION
+    optimizer.zero_grad()
+    with autocast("cpu", dtype=dtype):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+    ### END SOLUTION
+
+# %%
+from course.datasets import load_digits
+from picotorch import SGD, Linear, ReLU, Sequential, cross_entropy
+
+DIGITS = load_digits()
+
+
+def train_mixed(dtype=None, scaler=None, epochs: int = 2, seed: int = 0, shrink: float = 2.0 ** -20) -> tuple:
+    """Chapter 04's MLP trained by amp_step with SGD, under autocast("cpu", dtype) (float32, which casts nothing,
+    when dtype is None),
+    the loss times `shrink` and the learning rate divided by it. Returns (test accuracy, the share of the first
+    layer's weight gradient that was exactly 0 over the last 10 steps)."""
+    mean = DIGITS.train_images.mean(0)
+    std = DIGITS.train_images.std(0) + np.float32(0.1)
+    images = (DIGITS.train_images - mean) / std
+    torch.manual_seed(seed)
+    model = Sequential(Linear(64, 128), ReLU(), Linear(128, 10))
+    first_weight = list(model.parameters())[0]
+    optimizer = SGD(model.parameters(), lr=0.1 / shrink)
+    scaler = scaler or GradScaler("cpu", enabled=False)
+    order, zeros = torch.Generator().manual_seed(seed), []
+    for _ in range(epochs):
+        batches = torch.randperm(len(DIGITS.train_labels), generator=order).numpy()
+        for start in range(0, len(batches), 64):
+            rows = batches[start:start + 64]
+            x, y = from_numpy(images[rows]), from_numpy(DIGITS.train_labels[rows].astype(np.int64))
+            with np.errstate(invalid="ignore", over="ignore"):  # a skipped step's gradients hold inf and NaN
+                amp_step(model, optimizer, scaler, lambda out, y: cross_entropy(out, y) * shrink, x, y,
+                         dtype or float32)
+            zeros.append(float((first_weight.grad.numpy() == 0).mean()))
+    with no_grad():
+        logits = model(from_numpy((DIGITS.test_images - mean) / std))
+    return float((logits.numpy().argmax(1) == DIGITS.test_labels).mean()), float(np.mean(zeros[-10:]))
+
+# %% tests="ex_amp_step" points=3
+from picotorch import DTYPE_OF_TORCH
+
+F = torch.nn.functional
+
+class AmpPair:
+    """The same small MLP, SGD and GradScaler in picotorch and in torch, trained by amp_step and by torch's
+    recipe."""
+
+    def __init__(self, dtype: torch.dtype, draw=inputs, sizes=(6, 16, 4), **scaler_kwargs):
+        self.dtype, self.sizes = dtype, sizes
+        torch.manual_seed(draw.randint(0, 10 ** 6))
+        self.theirs = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
+                                          torch.nn.Linear(sizes[1], sizes[2]))
+        self.mine = Sequential(Linear(sizes[0], sizes[1]), ReLU(), Linear(sizes[1], sizes[2]))
+        for p, p_t in zip(self.mine.parameters(), self.theirs.parameters()):
+            with no_grad():
+                p.copy_(p_t.detach())
+        self.opt, self.opt_t = SGD(self.mine.parameters(), lr=0.1), TorchSGD(self.theirs.parameters(), lr=0.1)
+        self.scaler, self.scaler_t = GradScaler("cpu", **scaler_kwargs), torch.amp.GradScaler("cpu", **scaler_kwargs)
+        self.what = (f"amp_step on Linear({sizes[0]}, {sizes[1]}), ReLU, Linear({sizes[1]}, {sizes[2]}) with "
+                     f"dtype={dtype}, GradScaler({', '.join(f'{k}={v!r}' for k, v in scaler_kwargs.items())})")
+
+    def step(self, n: int, draw=inputs) -> None:
+        x, y = draw.randn((5, self.sizes[0])), torch.tensor([draw.randint(0, self.sizes[2] - 1) for _ in range(5)])
+        seen = []
+
+        def loss_fn(out, target):
+            seen.append(out.dtype)
+            return cross_entropy(out, target)
+
+        what = f"{self.what}, step {n}"
+        with np.errstate(invalid="ignore", over="ignore"):  # a step whose gradients overflow: inf, NaN, as in torch
+            loss = call_yours(what, amp_step, self.mine, self.opt, self.scaler, loss_fn, ours(x), from_torch(y),
+                              DTYPE_OF_TORCH[self.dtype])
+        if seen != [DTYPE_OF_TORCH[self.dtype]]:
+            fail(what, f"the model's output reached the loss as {seen}, but under autocast('cpu', dtype="
+                       f"{self.dtype}) it is {self.dtype}: the forward runs in the region")
+        for p_t in self.theirs.parameters():
+            p_t.grad = None
+        with torch.autocast("cpu", dtype=self.dtype):
+            loss_t = F.cross_entropy(self.theirs(x), y)
+        self.scaler_t.scale(loss_t).backward()
+        self.scaler_t.step(self.opt_t)
+        self.scaler_t.update()
+        compare.assert_matches(loss, loss_t, f"{what}: the loss it returns", rtol=0.02, atol=0.02)
+        compare.assert_equal(self.scaler.get_scale(), self.scaler_t.get_scale(), f"{what}: the scale after update()")
+        for i, (p, p_t) in enumerate(zip(self.mine.parameters(), self.theirs.parameters())):
+            compare.assert_matches(p, p_t.detach(), f"{what}: parameter {i} after the step", rtol=0.02, atol=2e-3)
+
+
+pair = AmpPair(torch.bfloat16, growth_interval=2)
+for n in range(4):
+    pair.step(n)  # no infs: the scale grows every second step
+pair = AmpPair(torch.float16, init_scale=2.0 ** 40)
+for n in range(3):
+    pair.step(n)  # the scaled gradients overflow float16: each step skipped, the scale halved
+
+# the float16 training: it stalls without a scaler (gradients flushed to 0) and trains with yours like float32
+runs = {"float32": train_mixed(), "float16, no scaler": train_mixed(float16),
+        "float16 with your GradScaler": train_mixed(float16, GradScaler("cpu"))}
+for name, (accuracy, zeros) in runs.items():
+    print(f"{name:28} test accuracy {accuracy:6.1%}   gradients flushed to 0: {zeros:6.1%}")
+if runs["float16, no scaler"][1] < 0.5:
+    fail("train_mixed(float16) without a scaler", f"only {runs['float16, no scaler'][1]:.0%} of the gradients were "
+         "flushed to 0; the loss shrunk by 2**-20 should underflow in float16")
+if abs(runs["float16 with your GradScaler"][0] - runs["float32"][0]) > 0.01:
+    fail("train_mixed(float16, GradScaler('cpu'))", f"test accuracy {runs['float16 with your GradScaler'][0]:.1%} "
+         f"but float32 reaches {runs['float32'][0]:.1%}: with the loss scaled, float16 should train within a point")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_amp(draw):
+    pair = AmpPair(draw.choice([torch.bfloat16, torch.float16]), draw, sizes=(draw(2, 8), draw(2, 16), draw(2, 5)),
+                   growth_interval=draw(1, 3))
+    for n in range(draw(1, 4)):
+        pair.step(n, draw)
+
+
+for_random_inputs(random_amp, 6)
+### END HIDDEN TESTS
 
 # %% reference=true
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
-__all__ = []
+__all__ = ["float16", "bfloat16", "HALF_DTYPES", "ACCUMULATING_OPS", "accumulate_in_float32", "FInfo",
+           "round_to_format", "finfo", "LOWER", "FP32", "AUTOCAST_LISTS", "AUTOCAST_DEFAULT_DTYPE", "AutocastState",
+           "AUTOCAST", "autocast", "device_type_of", "autocast_eligible", "cached_cast", "autocast_kernel",
+           "autocast_kernel_of", "READY", "UNSCALED", "STEPPED", "GradScalerState", "GradScaler", "amp_step"]
 
 # %% [markdown]
 # ## 6. A profiler of your own
@@ -110,7 +1236,7 @@ import threading
 import time
 
 from picotorch import (SGD, IncludeDispatchKeys, Linear, LoggingMode, ReLU, Sequential, cross_entropy, key_names,
-                       key_set, register_fallback, zeros)
+                       key_set, redispatch, register_fallback, zeros)
 
 DispatchKey.declare("Profiler")  # priority 10 in DISPATCH_KEYS: above every other key, where a call enters
 PROFILERS = []  # the active profiles, innermost last

@@ -48,15 +48,32 @@ bool_ = DType("bool", np.bool_, 0)
 int64 = DType("int64", np.int64, 1)
 float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
-DTYPES = (bool_, int64, float32, float64)  # in promotion order: each holds all the values of those before it
+DTYPES = [bool_, int64, float32, float64]  # in promotion order: each holds all the values of those before it
 _DTYPE_OF_NUMPY = {d.numpy: d for d in DTYPES}
 TORCH_DTYPE = {bool_: torch.bool, int64: torch.int64, float32: torch.float32, float64: torch.float64}
 DTYPE_OF_TORCH = {t: d for d, t in TORCH_DTYPE.items()}
+PROMOTE_PAIRS = {}  # (a, b) -> the dtype of a pair that the order does not decide (chapter 08's two 16-bit floats)
+BRIDGES = {}        # dtype -> the torch integer dtype of its width that carries its bits between NumPy and torch
 
 
 def promote_types(a: DType, b: DType) -> DType:
-    """The smallest of our dtypes that holds both: torch.promote_types, for these four."""
+    """The smallest of our dtypes that holds both: torch.promote_types."""
+    if a is not b and (a, b) in PROMOTE_PAIRS:
+        return PROMOTE_PAIRS[a, b]
     return a if DTYPES.index(a) >= DTYPES.index(b) else b
+
+
+def register_dtype(dtype: DType, torch_dtype: torch.dtype, before: DType, bridge: torch.dtype = None) -> None:
+    """A later chapter's dtype (chapter 08's float16): stored as dtype.numpy, torch's torch_dtype, just below `before`
+    in the promotion order. `bridge`, for a dtype that NumPy and torch cannot hand each other (bfloat16), is the
+    integer dtype of its width whose bits they exchange instead. Running it again replaces the dtype of that name."""
+    DTYPES[:] = [d for d in DTYPES if d.name != dtype.name]
+    DTYPES.insert(DTYPES.index(before), dtype)
+    _DTYPE_OF_NUMPY[dtype.numpy] = dtype
+    TORCH_DTYPE[dtype] = torch_dtype
+    DTYPE_OF_TORCH[torch_dtype] = dtype
+    if bridge is not None:
+        BRIDGES[dtype] = bridge
 
 
 # Every dispatch key of the course, highest priority first: name -> (priority, what it is for, the chapter that
@@ -234,7 +251,7 @@ class TensorBridges:
         """A NumPy array over the same memory, with this tensor's shape, strides and offset.
         Writing to it writes to the storage."""
         included = LOCAL_KEYS.included
-        if included and included & ~LOCAL_KEYS.excluded:
+        if included and included & ~(LOCAL_KEYS.excluded | LOCAL_KEYS.unwatched):
             # A mode watches this thread's calls (chapter 05's logging, chapter 06's tracer), and the program
             # itself leaves picotorch for NumPy: the mode must see that. Kernels run with the mode's key
             # excluded, so their own numpy() calls (most of them) skip the dispatcher.
@@ -262,7 +279,9 @@ def from_torch(t: torch.Tensor) -> Tensor:
         raise TypeError(f"picotorch has no dtype for {t.dtype}; it knows {', '.join(d.name for d in DTYPES)}")
     t = t.detach()
     n = t.untyped_storage().nbytes() // t.element_size()
-    flat = t.as_strided((n,), (1,), 0).numpy()  # the whole storage, as a 1-D array over the same memory
+    flat = t.as_strided((n,), (1,), 0)  # the whole storage, as a 1-D tensor over the same memory
+    dtype = DTYPE_OF_TORCH[t.dtype]
+    flat = flat.numpy() if dtype not in BRIDGES else flat.view(BRIDGES[dtype]).numpy().view(dtype.numpy)
     return Tensor(Storage(flat), tuple(t.shape), t.stride(), t.storage_offset())
 
 
@@ -326,6 +345,7 @@ class LocalDispatchKeySet(threading.local):
     """The keys this thread adds to every call's key set (`included`) and takes out of it (`excluded`)."""
     included = 0
     excluded = 0
+    unwatched = 0  # included keys that need not see a program leave for NumPy (chapter 08's Autocast): all threads
 
 
 LOCAL_KEYS = LocalDispatchKeySet()
@@ -505,7 +525,11 @@ def numpy_array(t: Tensor) -> np.ndarray:
 
 @register_kernel("to_torch", DispatchKey.CPU)
 def _to_torch_cpu(t: Tensor) -> torch.Tensor:
-    return torch.from_numpy(t._storage.data).as_strided(t._shape, t._stride, t._offset)
+    storage = t._storage
+    if storage.dtype in BRIDGES:  # bits NumPy and torch exchange as integers (chapter 08's bfloat16)
+        flat = torch.from_numpy(storage.data.view(f"i{storage.dtype.itemsize}")).view(TORCH_DTYPE[storage.dtype])
+        return flat.as_strided(t._shape, t._stride, t._offset)
+    return torch.from_numpy(storage.data).as_strided(t._shape, t._stride, t._offset)
 
 
 REPR_FIELDS = []  # functions t -> "" or ", name=value": what later chapters add inside tensor(...)
@@ -1152,7 +1176,8 @@ class MatMul:
 
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`).
-__all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "promote_types",
+__all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTYPE", "DTYPE_OF_TORCH", "PROMOTE_PAIRS",
+           "BRIDGES", "register_dtype", "promote_types",
            "DISPATCH_KEYS", "DispatchKey", "DEVICE_OF_TYPE", "register_device", "Storage", "add_methods", "wrap_dim", "shape_arg",
            "MaxResult", "Tensor", "UNARY_KERNELS",
            "FLOAT_RESULT", "BINARY_KERNELS", "COMPARISONS", "INPLACE_OPS", "LocalDispatchKeySet", "LOCAL_KEYS",
