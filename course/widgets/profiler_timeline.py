@@ -23,7 +23,8 @@ from html import escape
 
 import ipywidgets as widgets
 
-__all__ = ["TimelineExplorer", "explore", "parse_run", "bars", "tooltip", "averages", "part_names", "DTYPE_COLOURS"]
+__all__ = ["TimelineExplorer", "explore", "parse_run", "bars", "tooltip", "averages", "part_names", "from_torch_calls",
+           "DTYPE_COLOURS"]
 
 DTYPE_COLOURS = {"float32": "#4c78a8", "float64": "#7a5195", "bfloat16": "#f58518", "float16": "#e45756",
                  "int64": "#72b7b2", "bool": "#b0b0b0"}
@@ -54,6 +55,20 @@ def parse_run(events) -> list:
         out.append(full)
         open_.append(full)
     return out
+
+
+def from_torch_calls(calls) -> list:
+    """torch.profiler's calls (`course.testing.profile_log.torch_profile_of`'s TorchCalls) as a run: the same step
+    seen by torch, beside yours, or instead of yours before your profiler is written."""
+    first = min((c.start_us for c in calls), default=0.0)
+    depth, run = {}, []
+    for i, c in enumerate(calls):
+        depth[i] = 0 if c.parent is None else depth[c.parent] + 1
+        inside = sum(calls[j].end_us - calls[j].start_us for j in c.children)
+        run.append({"name": c.name, "start_us": c.start_us - first, "end_us": c.end_us - first, "depth": depth[i],
+                    "shapes": [list(s) for s in c.shapes], "dtypes": list(c.dtypes), "out_dtypes": [],
+                    "bytes": c.bytes, "self_us": c.end_us - c.start_us - inside})
+    return run
 
 
 def part_names(events) -> list:

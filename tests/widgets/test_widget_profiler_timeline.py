@@ -9,8 +9,8 @@ import ipywidgets as widgets
 import pytest
 import torch
 
-from course.widgets.profiler_timeline import (RANGE_COLOUR, TimelineExplorer, averages, bars, explore, parse_run,
-                                              part_names, tooltip)
+from course.widgets.profiler_timeline import (RANGE_COLOUR, TimelineExplorer, averages, bars, explore,
+                                              from_torch_calls, parse_run, part_names, tooltip)
 from widget_tree import buttons
 
 
@@ -112,3 +112,23 @@ def test_the_chapters_timeline_of_a_picotorch_step(reference_picotorch):
     assert explorer.html.value != before and "linear_backward" in explorer.html.value
     assert [b["event"]["name"] for b in bars(run, "forward")][0] == "forward"
     assert RANGE_COLOUR in before, "the ranges forward, backward, optimizer drawn grey"
+    amp = parse_run(pt.timeline(pt.profiled_step(model, optimizer, pt.from_torch(torch.randn(8, 5)),
+                                                 pt.from_torch(torch.randint(0, 3, (8,))),
+                                                 pt.autocast("cpu", dtype=pt.bfloat16))))
+    linears = [e for e in amp if e["name"] == "linear" and e["depth"] == 1]  # the calls the forward made
+    assert [e["out_dtypes"] for e in linears] == [["bfloat16"]] * 2, "autocast's linear returns bfloat16"
+    assert "(autocast)" in tooltip(linears[0]) and "#f58518" in TimelineExplorer({"amp": amp}).html.value
+    assert next(e for e in amp if e["name"] == "nll_loss")["out_dtypes"] == ["float32"], "the loss in float32"
+
+
+def test_torch_profilers_calls_become_a_run():
+    """from_torch_calls: torch.profiler's calls (as course.testing.profile_log gives them) drawn as a run."""
+    from course.testing.profile_log import TorchCall
+
+    calls = [TorchCall("forward", [], [], 0, 10.0, 50.0, None, [1]),
+             TorchCall("aten::linear", [(8, 5), (7, 5)], ["float32"] * 2, 224, 12.0, 40.0, 0, [2]),
+             TorchCall("aten::addmm", [(7,), (8, 5), (5, 7)], ["float32"] * 3, 224, 20.0, 38.0, 1, [])]
+    run = parse_run(from_torch_calls(calls))
+    assert [(e["name"], e["depth"], e["start_us"]) for e in run] == [("forward", 0, 0.0), ("aten::linear", 1, 2.0),
+                                                                     ("aten::addmm", 2, 10.0)]
+    assert run[1]["self_us"] == pytest.approx(28 - 18) and run[0]["self_us"] == pytest.approx(40 - 28)
