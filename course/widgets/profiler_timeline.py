@@ -64,6 +64,8 @@ def from_torch_calls(calls) -> list:
     depth, run = {}, []
     for i, c in enumerate(calls):
         depth[i] = 0 if c.parent is None else depth[c.parent] + 1
+        if c.name == "[memory]":  # torch's allocation records: instants, not calls
+            continue
         inside = sum(calls[j].end_us - calls[j].start_us for j in c.children)
         run.append({"name": c.name, "start_us": c.start_us - first, "end_us": c.end_us - first, "depth": depth[i],
                     "shapes": [list(s) for s in c.shapes], "dtypes": list(c.dtypes), "out_dtypes": [],
@@ -161,13 +163,15 @@ class TimelineExplorer:
         self.runs = {title: parse_run(events) for title, events in runs.items()}
         self.index = start % len(self.titles)
         self.part = None
-        self.next_button = widgets.Button(description="Next run", button_style="primary")
+        self.part_button = widgets.Button(description="Next part", button_style="primary")
+        self.next_button = widgets.Button(description="Next run")
         self.parts = widgets.ToggleButtons(options=["whole run"], description="zoom")
         self.html = widgets.HTML()
+        self.part_button.on_click(lambda _: self.next_part())
         self.next_button.on_click(lambda _: self.next_run())
         self._switching = False
         self.parts.observe(self._part_chosen, names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.next_button]), self.parts, self.html])
+        self.widget = widgets.VBox([widgets.HBox([self.part_button, self.next_button]), self.parts, self.html])
         self._show()
 
     @property
@@ -182,6 +186,11 @@ class TimelineExplorer:
         self.index = (self.index + 1) % len(self.titles)
         self.part = None
         self._show()
+
+    def next_part(self) -> None:
+        """Zoom to the next part of the run (forward, backward, optimizer...), after the last back to the whole."""
+        options = list(self.parts.options)
+        self.parts.value = options[(options.index(self.parts.value) + 1) % len(options)]
 
     def zoom(self, part: str | None) -> None:
         """Show only the outermost events named part (and what they hold), or the whole run for None."""
@@ -201,22 +210,27 @@ class TimelineExplorer:
         self._switching = False
         self._render()
 
+    def shown(self) -> list:
+        """The events of the part on screen (the whole run when not zoomed): what the table adds up."""
+        return [b["event"] for b in bars(self.events, self.part)]
+
     def state(self) -> dict:
         start, end = window(self.events, self.part)
         return {"title": self.title, "part": self.part, "bars": len(bars(self.events, self.part)),
-                "span_us": end - start, "dtypes": sorted({d for e in self.events for d in e["out_dtypes"]})}
+                "span_us": end - start, "dtypes": sorted({d for e in self.events for d in e["out_dtypes"]}),
+                "colours": sorted({d for e in self.events for d in (e["out_dtypes"] or e["dtypes"])[:1]})}
 
     def _render(self) -> None:
         s = self.state()
         rows = "".join(f"<tr><td>{escape(name)}</td><td align='right'>{calls}</td>"
                        f"<td align='right'>{own:.1f}</td><td align='right'>{total:.1f}</td></tr>"
-                       for name, calls, own, total in averages(self.events)[:8])
+                       for name, calls, own, total in averages(self.shown())[:8])
         legend = " ".join(f"<span style='background:{DTYPE_COLOURS.get(d, '#9d755d')};color:white;padding:0 4px'>"
-                          f"{escape(d)}</span>" for d in s["dtypes"])
+                          f"{escape(d)}</span>" for d in s["colours"])
         self.html.value = (
             f"<p><b>{escape(s['title'])}</b> ({self.index + 1} of {len(self.titles)}): "
-            f"{s['span_us']:.0f} us shown, {s['bars']} calls. Bar colour: the dtype returned {legend}; grey: a "
-            f"range. Hover over a bar for its shapes and dtypes.</p>"
+            f"{s['span_us']:.0f} us shown, {s['bars']} calls. Bar colour: the dtype returned (or taken) {legend}; "
+            f"grey: a range. Hover over a bar for its shapes and dtypes.</p>"
             + svg(self.events, self.part)
             + "<table><tr><th>operator</th><th>calls</th><th>self us</th><th>total us</th></tr>" + rows + "</table>")
 

@@ -1755,9 +1755,10 @@ expect_trace(outer_prof, "nested ranges")
 # it. A bar's colour is the dtype it returned. Hover over a bar to see its
 # shapes and dtypes. The table under the timeline is `key_averages()`.
 #
-# Click **Next run** to see the same step with its forward under
-# `autocast("cpu", dtype=bfloat16)`: the linear layers return bfloat16, and
-# the loss is back in float32. The last run is torch.profiler's view of the
+# **Next part** zooms to forward, backward, then optimizer, with the
+# table for that part alone. **Next run** shows the same step with its
+# forward under `autocast("cpu", dtype=bfloat16)`: the linear layers return
+# bfloat16, and the loss is back in float32. The last run is torch.profiler's view of the
 # same step in torch: its `aten::linear` holds an `aten::t` and an
 # `aten::addmm`, where your `linear` does its work in NumPy.
 

@@ -29,12 +29,19 @@ def step() -> list:
             event("optimizer", 90, 100, 0), event("sub_", 91, 99, 1, [(7, 5), (7, 5)], ["float32"] * 2, ["float32"])]
 
 
-def test_explore_returns_a_vbox_whose_first_button_shows_the_next_run():
-    box = explore({"float32": step(), "autocast": step()[:3]})
+def test_explore_returns_a_vbox_whose_first_button_zooms_to_the_next_part_and_second_shows_the_next_run():
+    box = explore({"float32": step()})  # one run: what a student sees before writing Profile
     assert isinstance(box, widgets.VBox)
     before = box.children[-1].value
     assert "<svg" in before and "float32" in before
     buttons(box)[0].click()
+    assert box.children[-1].value != before and "linear_backward" not in box.children[-1].value, "zoomed to forward"
+    for _ in range(3):
+        buttons(box)[0].click()
+    assert box.children[-1].value == before, "after the last part, the whole run again"
+    box = explore({"float32": step(), "autocast": step()[:3]})
+    before = box.children[-1].value
+    buttons(box)[1].click()
     assert box.children[-1].value != before and "autocast" in box.children[-1].value
 
 
@@ -90,7 +97,8 @@ def test_zoom_steps_and_refuses_an_unknown_part():
     explorer.parts.value = "optimizer"
     assert explorer.state()["part"] == "optimizer" and explorer.state()["bars"] == 2
     explorer.next_run()
-    assert explorer.state() == {"title": "b", "part": None, "bars": 7, "span_us": 100, "dtypes": ["float32"]}
+    assert explorer.state() == {"title": "b", "part": None, "bars": 7, "span_us": 100, "dtypes": ["float32"],
+                                "colours": ["float32"]}
     with pytest.raises(ValueError, match="not a part of b"):
         explorer.zoom("loss")
 
@@ -128,6 +136,7 @@ def test_torch_profilers_calls_become_a_run():
     calls = [TorchCall("forward", [], [], 0, 10.0, 50.0, None, [1]),
              TorchCall("aten::linear", [(8, 5), (7, 5)], ["float32"] * 2, 224, 12.0, 40.0, 0, [2]),
              TorchCall("aten::addmm", [(7,), (8, 5), (5, 7)], ["float32"] * 3, 224, 20.0, 38.0, 1, [])]
+    calls.append(TorchCall("[memory]", [], [], 64, 60.0, 60.0, None, []))  # an allocation record: not drawn
     run = parse_run(from_torch_calls(calls))
     assert [(e["name"], e["depth"], e["start_us"]) for e in run] == [("forward", 0, 0.0), ("aten::linear", 1, 2.0),
                                                                      ("aten::addmm", 2, 10.0)]
