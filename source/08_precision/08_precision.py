@@ -1237,7 +1237,7 @@ import threading
 import time
 
 from picotorch import (SGD, IncludeDispatchKeys, Linear, LoggingMode, ReLU, Sequential, cross_entropy, key_names,
-                       key_set, redispatch, register_fallback, zeros)
+                       key_set, redispatch, register_fallback)
 
 DispatchKey.declare("Profiler")  # priority 10 in DISPATCH_KEYS: above every other key, where a call enters
 PROFILERS = []  # the active profiles, innermost last
@@ -1611,10 +1611,10 @@ def program_events(prof) -> list:
     return [e for e in prof.events if e.name != "numpy"]
 
 
-x = from_torch(torch.randn(3, 4))
+px = from_torch(torch.randn(3, 4))
 with Profile() as prof:
-    y = dispatch("exp_then_neg", x)
-    x.transpose(0, 1)
+    dispatch("exp_then_neg", px)
+    px.transpose(0, 1)
 compare.assert_equal([(e.name, e.parent and e.parent.name) for e in program_events(prof)],
                      [("exp_then_neg", None), ("exp", "exp_then_neg"), ("neg", "exp_then_neg"), ("transpose", None)],
                      "the events of a kernel that calls exp and neg, then x.transpose(0, 1), as (name, parent), "
@@ -1624,7 +1624,7 @@ compare.assert_equal([(e.shapes, e.dtypes) for e in program_events(prof)[:2]], [
 compare.assert_equal([e.bytes for e in program_events(prof)], [48, 48, 48, 0],
                      "the bytes of each event: 3 x 4 float32s each, none for transpose (a view)")
 compare.assert_equal(prof.events[0].out_dtypes, ["float32"], "the out_dtypes of exp_then_neg's event")
-compare.assert_equal(key_names(key_set(x)), ["CPU"], "the key set of x after the with block (Profiler must be gone)")
+compare.assert_equal(key_names(key_set(px)), ["CPU"], "the key set of x after the with block (Profiler must be gone)")
 compare.assert_equal(len(PROFILERS), 0, "PROFILERS after the with block")
 expect_nesting(prof, "exp_then_neg(x), x.transpose(0, 1)")
 expect_averages(prof, "exp_then_neg(x), x.transpose(0, 1)")
@@ -1632,10 +1632,10 @@ expect_trace(prof, "exp_then_neg(x), x.transpose(0, 1)")
 
 with Profile() as prof:
     try:
-        x @ from_torch(torch.randn(5, 2))
+        px @ from_torch(torch.randn(5, 2))
     except RuntimeError:
         pass
-    x.exp()
+    px.exp()
 compare.assert_equal([(e.name, e.parent and e.parent.name) for e in program_events(prof)],
                      [("matmul", None), ("exp", None)],
                      "(name, parent) after a matmul of (3, 4) by (5, 2), which raises, then x.exp(): the call that "
@@ -1645,7 +1645,7 @@ try:
         raise KeyError("out of the block")
 except KeyError:
     pass
-compare.assert_equal((key_names(key_set(x)), len(PROFILERS)), (["CPU"], 0),
+compare.assert_equal((key_names(key_set(px)), len(PROFILERS)), (["CPU"], 0),
                      "the key set of x and len(PROFILERS) after a with block that raised")
 
 torch.manual_seed(0)
@@ -1663,20 +1663,20 @@ def mlp_loss(model, cross_entropy, record):
     return program
 
 
-batch, labels = torch.randn(8, 5), torch.randint(0, 3, (8,))
-prof, _ = expect_like_torch(mlp_loss(our_mlp, cross_entropy, record_function),
+mlp_batch, mlp_labels = torch.randn(8, 5), torch.randint(0, 3, (8,))
+prof = expect_like_torch(mlp_loss(our_mlp, cross_entropy, record_function),
                          mlp_loss(mlp, torch.nn.functional.cross_entropy, torch.profiler.record_function),
-                         [batch, labels], "an MLP's loss", ranges=("forward", "loss"))
+                         [mlp_batch, mlp_labels], "an MLP's loss", ranges=("forward", "loss"))[0]
 expect_averages(prof, "an MLP's loss")
 expect_trace(prof, "an MLP's loss")
 compare.assert_equal([r.count for r in prof.key_averages() if r.name == "linear"], [2],
                      "the count of linear in key_averages() for the MLP (two Linear layers, one row)")
-x = from_torch(torch.randn(4, 3)).requires_grad_()
+px = from_torch(torch.randn(4, 3)).requires_grad_()
 with Profile() as prof:
     with record_function("forward"):
-        loss = (x.exp() * x).sum()
+        p_loss = (px.exp() * px).sum()
     with record_function("backward"):
-        loss.backward()
+        p_loss.backward()
 expect_nesting(prof, "forward and backward of (x.exp() * x).sum()")
 compare.assert_equal(sorted({e.parent.name for e in prof.events if e.parent and e.parent.parent is None}),
                      ["backward", "forward"], "the ranges the outermost operators of forward and backward sit in")
@@ -1722,22 +1722,22 @@ def test_programs(draw):
 for_random_inputs(test_programs, 8)
 
 torch.manual_seed(inputs.randint(0, 1000))
-n_in, hidden, n_out, n = inputs.randint(2, 9), inputs.randint(2, 9), inputs.randint(2, 6), inputs.randint(1, 12)
+n_in, hidden, n_out, n_rows = inputs.randint(2, 9), inputs.randint(2, 9), inputs.randint(2, 6), inputs.randint(1, 12)
 mlp = torch.nn.Sequential(torch.nn.Linear(n_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, n_out))
 our_mlp = Sequential(Linear(n_in, hidden), ReLU(), Linear(hidden, n_out))
 our_mlp.load_state_dict({k: from_torch(v.detach()) for k, v in mlp.state_dict().items()})
-prof, _ = expect_like_torch(mlp_loss(our_mlp, cross_entropy, record_function),
+prof = expect_like_torch(mlp_loss(our_mlp, cross_entropy, record_function),
                          mlp_loss(mlp, torch.nn.functional.cross_entropy, torch.profiler.record_function),
-                         [torch.randn(n, n_in), torch.randint(0, n_out, (n,))], f"an MLP {n_in}-{hidden}-{n_out}",
-                         ranges=("forward", "loss"))
+                         [torch.randn(n_rows, n_in), torch.randint(0, n_out, (n_rows,))],
+                         f"an MLP {n_in}-{hidden}-{n_out}", ranges=("forward", "loss"))[0]
 expect_averages(prof, "an MLP")
 expect_trace(prof, "an MLP")
-x = from_torch(torch.randn(3, 2))
+px = from_torch(torch.randn(3, 2))
 with Profile() as outer_prof:
     with record_function("outer"):
         with record_function("inner"):
-            dispatch("exp_then_neg", x)
-        x.tanh()
+            dispatch("exp_then_neg", px)
+        px.tanh()
 compare.assert_equal([(e.name, e.parent and e.parent.name) for e in program_events(outer_prof)],
                      [("outer", None), ("inner", "outer"), ("exp_then_neg", "inner"), ("exp", "exp_then_neg"),
                       ("neg", "exp_then_neg"), ("tanh", "outer")], "(name, parent) of nested ranges and calls")
@@ -1812,16 +1812,16 @@ def torch_step(x, y):
         torch_optimizer.step()
 
 
-runs = {}
-for title, region in (("your profiler, float32", lambda: None),
-                      ("your profiler, autocast bfloat16", lambda: autocast("cpu", dtype=bfloat16))):
+step_runs = {}
+for step_title, step_region in (("your profiler, float32", lambda: None),
+                                ("your profiler, autocast bfloat16", lambda: autocast("cpu", dtype=bfloat16))):
     try:
-        runs[title] = timeline(profiled_step(step_model, step_optimizer, from_torch(step_x), from_torch(step_y),
-                                             region()))
+        step_runs[step_title] = timeline(profiled_step(step_model, step_optimizer, from_torch(step_x),
+                                                       from_torch(step_y), step_region()))
     except NotImplementedError:  # an exercise still to write: torch's view of the step is shown meanwhile
-        print(f"{title}: shown once your Profile (and, for autocast, your autocast) is written")
-runs["torch.profiler, float32"] = from_torch_calls(torch_profile_of(torch_step, (step_x, step_y))[1])
-explore_timeline(runs)
+        print(f"{step_title}: shown once your Profile (and, for autocast, your autocast) is written")
+step_runs["torch.profiler, float32"] = from_torch_calls(torch_profile_of(torch_step, (step_x, step_y))[1])
+explore_timeline(step_runs)
 
 # %% [markdown]
 # ## 7. Find the bottleneck
@@ -1837,7 +1837,7 @@ explore_timeline(runs)
 # %%
 def batch_of(data: Tensor, start: int, stop: int) -> Tensor:
     """Rows start:stop of data as one contiguous batch."""
-    batch = zeros(stop - start, data.shape[1], dtype=data.dtype)
+    batch = from_numpy(np.zeros((stop - start, data.shape[1]), data.dtype.numpy))
     for i in range(start, stop):
         batch[i - start] = data[i]
     return batch
@@ -1940,7 +1940,7 @@ def expect_no_loop(sizes, rows, start, n, what):
                                                  f"{Counter(small)}): it must not grow with the batch")
 
 
-def speedup(args, repeats=3) -> float:
+def step_speedup(args, repeats=3) -> float:
     """slow_step's best time over fast_step's, measured in turn in this run (a loaded machine slows both)."""
     slow, fast = [], []
     for _ in range(repeats):
@@ -1953,13 +1953,13 @@ def speedup(args, repeats=3) -> float:
 
 expect_fast_step((16, 32, 4), 40, [(8, 24), (24, 40)], "an MLP 16-32-4, two steps")
 expect_no_loop((16, 32, 4), 300, 20, 256, "an MLP 16-32-4, rows 20:276")
-ours, optimizer, data, labels = expect_fast_step((16, 32, 4), 512, [(0, 256)], "an MLP 16-32-4, 256 rows")
-measured = speedup((ours, optimizer, data, labels, 0, 256))
-if measured < 5:
-    measured = max(measured, speedup((ours, optimizer, data, labels, 0, 256), repeats=5))  # a busy moment: again
-compare.assert_equal(measured >= 5, True, f"fast_step at least 5 times faster than slow_step on 256 rows "
-                                          f"(measured in turn, best of each: {measured:.1f} times)")
-print(f"fast_step is {measured:.0f} times faster than slow_step")
+fast_args = expect_fast_step((16, 32, 4), 1024, [(0, 512)], "an MLP 16-32-4, 512 rows") + (0, 512)
+fast_speedup = step_speedup(fast_args)
+if fast_speedup < 5:
+    fast_speedup = max(fast_speedup, step_speedup(fast_args, repeats=5))  # a busy moment: measure again
+compare.assert_equal(fast_speedup >= 5, True, f"fast_step at least 5 times faster than slow_step on 512 rows "
+                                          f"(measured in turn, best of each: {fast_speedup:.1f} times)")
+print(f"fast_step is {fast_speedup:.0f} times faster than slow_step")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_steps(draw):
@@ -1973,9 +1973,9 @@ def test_steps(draw):
 
 
 for_random_inputs(test_steps, 8)
-n = inputs.randint(64, 160)
-expect_no_loop((inputs.randint(2, 12), inputs.randint(2, 16), inputs.randint(2, 6)), n + 40, inputs.randint(0, 40),
-               n, f"a batch of {n} rows")
+n_rows = inputs.randint(64, 160)
+expect_no_loop((inputs.randint(2, 12), inputs.randint(2, 16), inputs.randint(2, 6)), n_rows + 40,
+               inputs.randint(0, 40), n_rows, f"a batch of {n_rows} rows")
 ### END HIDDEN TESTS
 
 # %% [markdown]
