@@ -415,8 +415,8 @@ _CRITICAL_PREFIXES = ("course.", "autograder.", "picotorch.", "torch.testing.", 
 # every "course.verify" event: where the comparison helpers use it, before each statement of a test
 # cell and at each round of a given helper's loops (see the kernel's verify()).
 TESTING_KIT = ("course.testing", "course.testing.describe", "course.testing.dispatch_log", "course.testing.draws",
-               "course.testing.layouts", "course.testing.model_pair", "course.testing.rounding",
-               "course.testing.same_call", "course.testing.views")
+               "course.testing.layouts", "course.testing.model_pair", "course.testing.profile_log",
+               "course.testing.rounding", "course.testing.same_call", "course.testing.views")
 TOOLS = frozenset({"builtins", "course", "course.compare", "course.inputs", *TESTING_KIT, "torch._tensor",
                    "torch", "torch.functional", "torch.nn.functional", "torch.testing",
                    "torch.testing._comparison", "numpy", "numpy.testing", "numpy.testing._private.utils", "math",

@@ -80,6 +80,7 @@ def register_dtype(dtype: DType, torch_dtype: torch.dtype, before: DType, bridge
 # brings it). A chapter declares its key by name (`DispatchKey.declare("Autograd")`) when it brings it; the
 # priorities live here only, so that no two chapters can disagree about the order.
 DISPATCH_KEYS = {
+    "Profiler": (10, "records each call as it enters the dispatcher, the calls it makes nested inside", "08_precision"),
     "Autocast": (9, "casts floating inputs to the operator's precision, then hands the call on (AMP)", "08_precision"),
     "Autograd": (8, "records the backward graph, then hands the call to the keys below it", "02_autograd"),
     "Trace": (6, "captures the operators eager code runs into a graph", "06_compile"),
