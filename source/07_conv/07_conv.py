@@ -31,15 +31,18 @@
 # | the windows as one view, `F.unfold` | `unfold` in [`TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp), [`Im2Col.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Im2Col.cpp) and [`im2col.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/im2col.h) | 1 |
 # | `conv2d`: stride, padding (`"same"`, `"valid"`), dilation, groups; the `convolution` operator | `_convolution` in [`Convolution.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Convolution.cpp), [`ConvolutionMM2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/ConvolutionMM2d.cpp) | 2 |
 # | the backward: `convolution_backward`, `F.fold` (col2im) | [`Col2Im.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Col2Im.cpp), `convolution_backward` in [`derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml) | 3 |
-# | `max_pool2d` (indices, ties), `avg_pool2d` | [`DilatedMaxPool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/DilatedMaxPool2d.cpp), [`AveragePool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AveragePool2d.cpp) | 4 |
-# | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 5 |
+# | `max_pool2d` (indices, ties), `avg_pool2d`, `ceil_mode` | [`DilatedMaxPool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/DilatedMaxPool2d.cpp), [`AveragePool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AveragePool2d.cpp) | 4 |
+# | `adaptive_avg_pool2d`, `AdaptiveAvgPool2d` | [`AdaptiveAveragePooling.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AdaptiveAveragePooling.cpp) | 5 |
+# | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 6 |
+# | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 7 |
+# | memory formats: `channels_last` strides, `is_contiguous`/`contiguous(memory_format=...)` | [`c10/core/MemoryFormat.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/MemoryFormat.h) | 8 |
 #
 # `Convolution.cpp`'s `_convolution` chooses an algorithm for each call: on a
 # GPU, cuDNN (which has its own im2col-free and Winograd/FFT kernels); on the
 # CPU, oneDNN (mkldnn) when it is built in, and otherwise `ConvolutionMM2d.cpp`,
 # the "slow" path — im2col and one GEMM per image, exactly what you build here.
 #
-# **Time:** about 4 hours — five exercises.
+# **Time:** about 6 hours — eight exercises.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours, each
 # followed by its tests. The visible tests name each rule the prose states;
@@ -400,13 +403,14 @@ def convolution_cpu(input: Tensor, weight: Tensor, bias, stride, padding, dilati
     o = weight.shape[0]
     cg, og = c // groups, o // groups
     w = weight.numpy()
-    out = np.empty((n, o, ho, wo), dtype=w.dtype)
+    out = np.empty((n, o, ho * wo), dtype=w.dtype)
     for g in range(groups):
-        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], axes=([1, 4, 5], [1, 2, 3]))
-        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)  # (N, H_out, W_out, O/G) -> (N, O/G, H_out, W_out)
+        # im2col: the group's windows copied once, as (N, C/G·kH·kW, H_out·W_out); then one product per image
+        cols = windows[:, g * cg:(g + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw, ho * wo)
+        out[:, g * og:(g + 1) * og] = np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols)
     if bias is not None:
-        out += bias.numpy().reshape(1, o, 1, 1)
-    return from_numpy(out)
+        out += bias.numpy().reshape(1, o, 1)
+    return from_numpy(out.reshape(n, o, ho, wo))
     ### END SOLUTION
 
 
@@ -615,19 +619,20 @@ def convolution_backward_cpu(grad: Tensor, input: Tensor, weight: Tensor, stride
     c, kh, kw = input.shape[1], w.shape[2], w.shape[3]
     cg, og = c // groups, o // groups
     grad_input = grad_weight = grad_bias = None
+    rows = cg * kh * kw  # a group's rows of the im2col matrix
     if output_mask[0]:
-        cols = np.empty((n, c, kh, kw, ho, wo), dtype=g.dtype)
-        for k in range(groups):  # (C/G, kH, kW, N, H_out, W_out) -> (N, C/G, kH, kW, H_out, W_out)
-            part = np.tensordot(w[k * og:(k + 1) * og], g[:, k * og:(k + 1) * og], axes=([0], [1]))
-            cols[:, k * cg:(k + 1) * cg] = part.transpose(3, 0, 1, 2, 4, 5)
-        grad_input = fold(from_numpy(cols.reshape(n, c * kh * kw, ho * wo)), tuple(input.shape[2:]), (kh, kw),
-                          dilation, padding, stride)
+        cols = np.empty((n, c * kh * kw, ho * wo), dtype=g.dtype)
+        for k in range(groups):  # every window's gradient: (C/G·kH·kW, O/G) @ (O/G, H_out·W_out), image by image
+            part = w[k * og:(k + 1) * og].reshape(og, rows).T
+            cols[:, k * rows:(k + 1) * rows] = np.matmul(part, g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
+        grad_input = fold(from_numpy(cols), tuple(input.shape[2:]), (kh, kw), dilation, padding, stride)
     if output_mask[1]:
         windows = unfold_view(input, (kh, kw), dilation, padding, stride).numpy()
         gw = np.empty(w.shape, dtype=g.dtype)
-        for k in range(groups):
-            gw[k * og:(k + 1) * og] = np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
-                                                   axes=([0, 2, 3], [0, 2, 3]))
+        for k in range(groups):  # the group's im2col matrix (one copy), then (O/G, L) @ (L, C/G·kH·kW) per image
+            matrix = windows[:, k * cg:(k + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, rows, ho * wo)
+            part = np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo), matrix.transpose(0, 2, 1))
+            gw[k * og:(k + 1) * og] = part.sum(axis=0).reshape(og, cg, kh, kw)
         grad_weight = from_numpy(gw)
     if output_mask[2]:
         grad_bias = from_numpy(g.sum(axis=(0, 2, 3)))
