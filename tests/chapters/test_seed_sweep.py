@@ -34,7 +34,7 @@ SEEDS_PER_CHAPTER = int(os.environ.get("COURSE_SWEEP_SEEDS", SEEDS_IN_THE_SUITE)
 FIRST_SEED = int(os.environ.get("COURSE_SWEEP_FIRST_SEED", "0"))
 # Seconds one seed of a chapter's test cells takes on one core (measured); chapters whose sweep would
 # hold one worker for minutes are split so that both workers share them.
-_SECONDS_PER_SEED = {"01_tensor": 3, "02_autograd": 9, "04_training": 8, "05_backend": 4, "07_conv": 2}
+_SECONDS_PER_SEED = {"01_tensor": 3, "02_autograd": 9, "04_training": 8, "05_backend": 4, "07_conv": 3}
 # Each chunk first runs the whole notebook once (chapter 02: half a minute): chunks much shorter than this
 # would spend more on those runs than they save by spreading the seeds over the workers.
 _SECONDS_PER_CHUNK = 150
