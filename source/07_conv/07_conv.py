@@ -747,10 +747,12 @@ for_random_inputs(random_conv_grad, 20)
 # right (bottom) edge — but only if it **starts** inside the image or its
 # left padding; a window that would start in the right padding is dropped
 # again. Write `pool_output_size(size, kernel, stride, padding, dilation,
-# ceil_mode)` for that count (the given `pool_arguments` calls it), and
-# give the overhang to your kernel as more `-inf` padding on the right and
-# bottom. The overhang is not the image: it is never a maximum, and never
-# counted in an average.
+# ceil_mode)` for that count (the given `pool_arguments` calls it) and
+# `overhang(size, kernel, stride, padding, dilation, count)`, how far the
+# last of `count` windows reaches past the padded image (0 if it does not);
+# your max-pool kernel pads that much more `-inf` on the right and bottom.
+# The overhang is not the image: it is never a maximum, and never counted in
+# an average.
 #
 # **Average pooling** is a convolution: each channel on its own, with a
 # kernel of ones everywhere — the window's sum — divided by how many pixels
