@@ -26,11 +26,16 @@ ALTERNATIVES = {
     return from_numpy(np.ascontiguousarray(matrix).reshape(n, c * kh * kw, ho * wo))""")),
     },
     "a direct convolution (a loop over the kernel's taps), 'same' as an explicit pad": {
-        "ex_conv": _rewrite("ex_conv", ("""    out = np.empty((n, o, ho, wo), dtype=w.dtype)
+        "ex_conv": _rewrite("ex_conv", ("""    out = np.empty((n, o, ho * wo), dtype=w.dtype)
     for g in range(groups):
-        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], axes=([1, 4, 5], [1, 2, 3]))
-        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)  # (N, H_out, W_out, O/G) -> (N, O/G, H_out, W_out)
+        # im2col: the group's windows copied once, as (N, C/G·kH·kW, H_out·W_out); then one product per image
+        cols = windows[:, g * cg:(g + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw, ho * wo)
+        out[:, g * og:(g + 1) * og] = np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols)
+    if bias is not None:
+        out += bias.numpy().reshape(1, o, 1)
 """, """    out = np.zeros((n, o, ho, wo), dtype=w.dtype)
+    if bias is not None:
+        out += bias.numpy().reshape(1, o, 1, 1)
     for g in range(groups):
         for p in range(kh):
             for q in range(kw):
@@ -52,8 +57,9 @@ ALTERNATIVES = {
     cols_ = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(wo) * sw)[None, None, None, :]
     rows, cols_ = np.broadcast_arrays(rows, cols_)
     np.add.at(image, (slice(None), slice(None), rows, cols_), blocks)
-"""), ("""            gw[k * og:(k + 1) * og] = np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
-                                                   axes=([0, 2, 3], [0, 2, 3]))""",
+"""), ("""            matrix = windows[:, k * cg:(k + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, rows, ho * wo)
+            part = np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo), matrix.transpose(0, 2, 1))
+            gw[k * og:(k + 1) * og] = part.sum(axis=0).reshape(og, cg, kh, kw)""",
        """            gw[k * og:(k + 1) * og] = np.einsum("nohw,nchwpq->ocpq", g[:, k * og:(k + 1) * og],
                                                 windows[:, k * cg:(k + 1) * cg], optimize=True)""")),
     },
@@ -114,5 +120,37 @@ ALTERNATIVES = {
             if getattr(self, name) != default:
                 parts.append(f"{name}={getattr(self, name)}")
         return ", ".join(parts + (["bias=False"] if self.bias is None else []))""")),
+    },
+    "ceil_mode's count with math.ceil and math.floor of the exact quotient": {
+        "ex_pool": _rewrite("ex_pool", ("""    count = (size + 2 * padding - span + (stride - 1 if ceil_mode else 0)) // stride + 1""",
+                                        """    exact = (size + 2 * padding - span) / stride
+    count = (math.ceil(exact) if ceil_mode else math.floor(exact)) + 1""")),
+    },
+    "adaptive windows as a boolean mask, the products in the other order": {
+        "ex_adaptive": _rewrite("ex_adaptive", ("""    matrix = np.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix""", """    i = np.arange(out)
+    starts, ends = (i * size) // out, ((i + 1) * size + out - 1) // out
+    inside = (np.arange(size) >= starts[:, None]) & (np.arange(size) < ends[:, None])
+    return (inside / (ends - starts)[:, None]).astype(dtype)"""), ("return rows @ x @ cols", "return rows @ (x @ cols)")),
+    },
+    "BatchNorm2d over NHWC rows (N·H·W, C), permuted back": {
+        "ex_batchnorm2d": _rewrite("ex_batchnorm2d", (
+            "        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)",
+            """        rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
+        return super().forward(rows).reshape(n, h, w, c).permute(0, 3, 1, 2)""")),
+    },
+    "channels_last strides by a loop, the copy through reshape(-1)": {
+        "ex_memory_format": _rewrite("ex_memory_format", ("""    n, c, h, w = shape
+    return (c * w * h, 1, c * w, c)""", """    strides, step = [0] * 4, 1
+    for d in (1, 3, 2, 0):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)"""), ("""        nhwc = self.permute(0, 2, 3, 1).contiguous()  # a copy with the channels innermost; autograd follows it
+        return nhwc.as_strided(tuple(self.shape), channels_last_strides(self.shape), nhwc.storage_offset())""",
+                                """        flat = self.permute(0, 2, 3, 1).reshape(-1).contiguous()  # (reshape may give a strided view)
+        return flat.as_strided(tuple(self.shape), channels_last_strides(self.shape), flat.storage_offset())""")),
     },
 }

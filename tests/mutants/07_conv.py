@@ -40,7 +40,7 @@ MUTANTS = {
             "windows[:, g * cg:(g + 1) * cg]", "windows[:, 0:cg]")),
         "groups mix channels: every group uses the first group's filters": _wrong("ex_conv", (
             "w[g * og:(g + 1) * og]", "w[0:og]")),
-        "the bias left out": _wrong("ex_conv", ("        out += bias.numpy().reshape(1, o, 1, 1)\n", "        pass\n")),
+        "the bias left out": _wrong("ex_conv", ("        out += bias.numpy().reshape(1, o, 1)\n", "        pass\n")),
         "'same' padding split evenly even when the total is odd (the extra zero dropped)": _wrong("ex_conv", (
             "            if extra != (0, 0):", "            if False:")),
         "'same' padding's extra zero put before (left, top) instead of after": _wrong("ex_conv", (
@@ -58,8 +58,8 @@ MUTANTS = {
         "no check of a negative padding": _wrong("ex_conv", ("    if min(padding) < 0:\n", "    if False:\n")),
         "an unknown padding string taken as 'valid'": _wrong("ex_conv", (
             "        if padding == \"valid\":\n", "        if padding not in (\"same\",):\n")),
-        "the output laid out by reshaping (N, H_out, W_out, O) instead of transposing": _wrong("ex_conv", (
-            "part.transpose(0, 3, 1, 2)", "part.reshape(n, og, ho, wo)")),
+        "the im2col rows ordered (kH, kW, C) while the weight's are (C, kH, kW)": _wrong("ex_conv", (
+            ".transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw", ".transpose(0, 4, 5, 1, 2, 3).reshape(n, cg * kh * kw")),
         "the operator bypassed: convolution_cpu called directly (no autograd, no key sees it)": {
             "code": _wrong("ex_conv", ('return dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)',
                                        "return convolution_cpu(input, weight, bias, stride, padding, dilation, groups)")),
@@ -84,7 +84,7 @@ MUTANTS = {
         "the weight's gradient: every group reads the first group's windows": _wrong("ex_conv_backward", (
             "windows[:, k * cg:(k + 1) * cg]", "windows[:, 0:cg]")),
         "the input's gradient: every group uses the first group's filters": _wrong("ex_conv_backward", (
-            "np.tensordot(w[k * og:(k + 1) * og], g[:, k * og:(k + 1) * og]", "np.tensordot(w[0:og], g[:, k * og:(k + 1) * og]")),
+            "part = w[k * og:(k + 1) * og].reshape(og, rows).T", "part = w[0:og].reshape(og, rows).T")),
         "the bias's gradient is the mean, not the sum": _wrong("ex_conv_backward", (
             "g.sum(axis=(0, 2, 3))", "g.mean(axis=(0, 2, 3))")),
         "output_mask ignored: the bias's gradient always computed": _wrong("ex_conv_backward", (
@@ -108,12 +108,24 @@ MUTANTS = {
     sums[flat] = g.ravel()
 """)),
         "avg_pool2d divides by the real pixels even with count_include_pad=True": _wrong("ex_pool", (
-            "if not count_include_pad and pads != (0, 0):", "if pads != (0, 0):")),
+            "            if not count_include_pad:\n", "            if True:\n")),
         "avg_pool2d ignores count_include_pad=False": _wrong("ex_pool", (
-            "if not count_include_pad and pads != (0, 0):", "if False:")),
+            "            if not count_include_pad:\n", "            if False:\n")),
         "avg_pool2d's stride defaults to 1, not to the kernel size": _wrong("ex_pool", (
-            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding)",
-            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, 1 if stride is None else stride, padding)")),
+            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding, 1, ceil_mode)",
+            "kernel, steps, pads, _ = pool_arguments(t, kernel_size, 1 if stride is None else stride, padding, 1, "
+            "ceil_mode)")),
+        "ceil_mode ignored: the count always rounds down": _wrong("ex_pool", (
+            "(stride - 1 if ceil_mode else 0)", "0")),
+        "ceil_mode keeps a last window that starts in the right padding": {
+            "code": _wrong("ex_pool", ("    if ceil_mode and (count - 1) * stride >= size + padding:\n", "    if False:\n")),
+            "shows": "right padding"},
+        "ceil_mode's start rule against the whole padded size": _wrong("ex_pool", (
+            ">= size + padding:", ">= size + 2 * padding:")),
+        "max_pool2d's ceil_mode overhang padded with zeros, not -inf": _wrong("ex_pool", (
+            'padded = pad(padded, (0, right, 0, below), float("-inf"))', "padded = pad(padded, (0, right, 0, below))")),
+        "avg_pool2d counts the ceil_mode overhang in its divisor": _wrong("ex_pool", (
+            "ends = np.minimum(starts + k, size + p)", "ends = starts + k")),
     },
     "ex_device": {
         "the taps' index without the dilation (the taps side by side)": _wrong("ex_device", (
@@ -159,9 +171,62 @@ MUTANTS = {
             "self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size\n        self.padding, self.dilation",
             "self.kernel_size, self.stride = kernel_size, stride if stride is not None else 1\n        self.padding, self.dilation")),
         "AvgPool2d drops count_include_pad": _wrong("ex_layers", (
-            "avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)",
-            "avg_pool2d(x, self.kernel_size, self.stride, self.padding)")),
+            "avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)",
+            "avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode)")),
+        "MaxPool2d ignores ceil_mode": _wrong("ex_layers", (
+            "self.dilation, self.ceil_mode,\n                          self.return_indices)", "self.dilation)")),
+        "MaxPool2d's repr always says ceil_mode=False": _wrong("ex_layers", (
+            "ceil_mode={self.ceil_mode}\")", "ceil_mode=False\")")),
+        "AvgPool2d takes count_include_pad before ceil_mode (not torch's order)": _wrong("ex_layers", (
+            "ceil_mode: bool = False, count_include_pad: bool = True):\n        super",
+            "count_include_pad: bool = True, ceil_mode: bool = False):\n        super")),
         "no check that groups divide the channels": _wrong("ex_layers", (
             "        if in_channels % groups or out_channels % groups:\n", "        if False:\n")),
+    },
+    "ex_adaptive": {
+        "the windows' ends rounded down": _wrong("ex_adaptive", (
+            "start, end = (i * size) // out, -(-((i + 1) * size) // out)", "start, end = (i * size) // out, ((i + 1) * size) // out")),
+        "windows of a fixed size, size // out": _wrong("ex_adaptive", (
+            "start, end = (i * size) // out, -(-((i + 1) * size) // out)",
+            "start, end = i * max(size // out, 1), (i + 1) * max(size // out, 1)")),
+        "None taken as 1 instead of the input's size": _wrong("ex_adaptive", (
+            "out_h, out_w = h if size[0] is None else size[0], w if size[1] is None else size[1]",
+            "out_h, out_w = size[0] or 1, size[1] or 1")),
+        "the columns' windows from the height": _wrong("ex_adaptive", (
+            "averaging_matrix(w, out_w, x.dtype.numpy)", "averaging_matrix(h, out_w, x.dtype.numpy)")),
+        "no check of the output_size's length": _wrong("ex_adaptive", ("    if len(size) != 2:\n", "    if False:\n")),
+        "an empty image accepted": _wrong("ex_adaptive", ("    if 0 in x.shape[x.dim() - 3:]:\n", "    if False:\n")),
+        "the repr shows an int as a pair": _wrong("ex_adaptive", (
+            'return f"output_size={self.output_size}"', 'return f"output_size={pair(self.output_size, \'output_size\')}"')),
+    },
+    "ex_batchnorm2d": {
+        "BatchNorm2d accepts BatchNorm1d's 3-D input": _wrong("ex_batchnorm2d", (
+            "        if x.dim() != 4:\n", "        if x.dim() == 3:\n            return super().forward(x)\n        if x.dim() != 4:\n")),
+        "the pixels taken as features: (N, C·H·W)": _wrong("ex_batchnorm2d", (
+            "x.reshape(n, c, h * w)", "x.reshape(n, c * h * w)")),
+        "the result given the shape (N, C, W, H)": _wrong("ex_batchnorm2d", (
+            ").reshape(n, c, h, w)", ").reshape(n, c, w, h)")),
+        "NHWC rows (N·H·W, C) normalised, but reshaped back without the permutation": _wrong("ex_batchnorm2d", (
+            "x.reshape(n, c, h * w)", "x.permute(0, 2, 3, 1).reshape(n * h * w, c)")),
+    },
+    "ex_memory_format": {
+        "channels_last strides with a size 0 counted as 1": _wrong("ex_memory_format", (
+            "return (c * w * h, 1, c * w, c)", "return (max(c, 1) * max(w, 1) * max(h, 1), 1, max(c, 1) * max(w, 1), max(c, 1))")),
+        "channels_last strides in the order C, H, W, N": _wrong("ex_memory_format", (
+            "return (c * w * h, 1, c * w, c)", "return (c * w * h, 1, c, c * h)")),
+        "is_contiguous(channels_last) wants a fresh tensor's strides exactly (size-1 dims' strides matter)": _wrong(
+            "ex_memory_format", ("        expected = 1\n        for d in (1, 3, 2, 0):",
+                                 "        return tuple(self.stride()) == channels_last_strides(self.shape)\n        expected = 1\n"
+                                 "        for d in (1, 3, 2, 0):")),
+        "is_contiguous(channels_last) walks the dims C, H, W, N": _wrong("ex_memory_format", (
+            "for d in (1, 3, 2, 0):", "for d in (1, 2, 3, 0):")),
+        "is_contiguous ignores memory_format": _wrong("ex_memory_format", (
+            "        if memory_format is contiguous_format:\n            return self._is_contiguous_01()\n",
+            "        return self._is_contiguous_01()\n")),
+        "contiguous(channels_last) copies a tensor that already is channels_last": _wrong("ex_memory_format", (
+            "        if self.is_contiguous(memory_format=channels_last):\n            return self\n", "")),
+        "the channels_last copy made through NumPy (autograd cut off)": _wrong("ex_memory_format", (
+            "nhwc = self.permute(0, 2, 3, 1).contiguous()",
+            "nhwc = from_numpy(np.ascontiguousarray(self.permute(0, 2, 3, 1).numpy()))")),
     },
 }

@@ -114,13 +114,14 @@ def convolution_cpu(input: Tensor, weight: Tensor, bias, stride, padding, dilati
     o = weight.shape[0]
     cg, og = c // groups, o // groups
     w = weight.numpy()
-    out = np.empty((n, o, ho, wo), dtype=w.dtype)
+    out = np.empty((n, o, ho * wo), dtype=w.dtype)
     for g in range(groups):
-        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og], axes=([1, 4, 5], [1, 2, 3]))
-        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)  # (N, H_out, W_out, O/G) -> (N, O/G, H_out, W_out)
+        # im2col: the group's windows copied once, as (N, C/G·kH·kW, H_out·W_out); then one product per image
+        cols = windows[:, g * cg:(g + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw, ho * wo)
+        out[:, g * og:(g + 1) * og] = np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols)
     if bias is not None:
-        out += bias.numpy().reshape(1, o, 1, 1)
-    return from_numpy(out)
+        out += bias.numpy().reshape(1, o, 1)
+    return from_numpy(out.reshape(n, o, ho, wo))
 
 
 def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
@@ -204,19 +205,20 @@ def convolution_backward_cpu(grad: Tensor, input: Tensor, weight: Tensor, stride
     c, kh, kw = input.shape[1], w.shape[2], w.shape[3]
     cg, og = c // groups, o // groups
     grad_input = grad_weight = grad_bias = None
+    rows = cg * kh * kw  # a group's rows of the im2col matrix
     if output_mask[0]:
-        cols = np.empty((n, c, kh, kw, ho, wo), dtype=g.dtype)
-        for k in range(groups):  # (C/G, kH, kW, N, H_out, W_out) -> (N, C/G, kH, kW, H_out, W_out)
-            part = np.tensordot(w[k * og:(k + 1) * og], g[:, k * og:(k + 1) * og], axes=([0], [1]))
-            cols[:, k * cg:(k + 1) * cg] = part.transpose(3, 0, 1, 2, 4, 5)
-        grad_input = fold(from_numpy(cols.reshape(n, c * kh * kw, ho * wo)), tuple(input.shape[2:]), (kh, kw),
-                          dilation, padding, stride)
+        cols = np.empty((n, c * kh * kw, ho * wo), dtype=g.dtype)
+        for k in range(groups):  # every window's gradient: (C/G·kH·kW, O/G) @ (O/G, H_out·W_out), image by image
+            part = w[k * og:(k + 1) * og].reshape(og, rows).T
+            cols[:, k * rows:(k + 1) * rows] = np.matmul(part, g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
+        grad_input = fold(from_numpy(cols), tuple(input.shape[2:]), (kh, kw), dilation, padding, stride)
     if output_mask[1]:
         windows = unfold_view(input, (kh, kw), dilation, padding, stride).numpy()
         gw = np.empty(w.shape, dtype=g.dtype)
-        for k in range(groups):
-            gw[k * og:(k + 1) * og] = np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
-                                                   axes=([0, 2, 3], [0, 2, 3]))
+        for k in range(groups):  # the group's im2col matrix (one copy), then (O/G, L) @ (L, C/G·kH·kW) per image
+            matrix = windows[:, k * cg:(k + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, rows, ho * wo)
+            part = np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo), matrix.transpose(0, 2, 1))
+            gw[k * og:(k + 1) * og] = part.sum(axis=0).reshape(og, cg, kh, kw)
         grad_weight = from_numpy(gw)
     if output_mask[2]:
         grad_bias = from_numpy(g.sum(axis=(0, 2, 3)))
@@ -228,19 +230,19 @@ class MaxPool2dFunction(Function):
     """The Autograd kernel of "max_pool2d": the forward keeps the indices for the backward."""
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding, dilation):
+    def forward(ctx, x, kernel, stride, padding, dilation, ceil_mode=False):
         out, ctx.indices = redispatch("max_pool2d_with_indices", DispatchKey.Autograd, x, kernel, stride, padding,
-                                      dilation)
+                                      dilation, ceil_mode)
         ctx.save_for_backward(x)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return dispatch("max_pool2d_with_indices_backward", grad, x, ctx.indices), None, None, None, None
+        return dispatch("max_pool2d_with_indices_backward", grad, x, ctx.indices), None, None, None, None, None
 
 
-def pool_arguments(x: Tensor, kernel_size, stride, padding, dilation=1) -> tuple:
+def pool_arguments(x: Tensor, kernel_size, stride, padding, dilation=1, ceil_mode: bool = False) -> tuple:
     """(kernel, stride, padding, dilation) as pairs, with torch's checks of a pooling's arguments."""
     kernel = pair(kernel_size, "kernel_size")
     stride = kernel if stride is None or stride == () else pair(stride, "stride")
@@ -251,7 +253,8 @@ def pool_arguments(x: Tensor, kernel_size, stride, padding, dilation=1) -> tuple
         if p > ((k - 1) * d + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
-    sizes = [conv_output_size(x.shape[2 + i], kernel[i], stride[i], padding[i], dilation[i]) for i in range(2)]
+    sizes = [pool_output_size(x.shape[2 + i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
+             for i in range(2)]
     if min(sizes) < 1:
         raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated output size: "
                            f"({x.shape[1]}x{sizes[0]}x{sizes[1]}). Output size is too small")
@@ -266,14 +269,32 @@ def unbatched(function, x: Tensor, *args):
     return function(x, *args)
 
 
+def pool_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
+    """How many pooling windows fit along one dim: rounded down, or up with ceil_mode (torch's
+    pooling_output_shape)."""
+    span = dilation * (kernel - 1) + 1
+    count = (size + 2 * padding - span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (count - 1) * stride >= size + padding:
+        count -= 1  # the last window would start in the right padding: dropped
+    return count
+
+
+def overhang(size: int, kernel: int, stride: int, padding: int, dilation: int, count: int) -> int:
+    """How far the last of `count` windows reaches past the padded image (ceil_mode's overhang), 0 if it does not."""
+    return max((count - 1) * stride + dilation * (kernel - 1) + 1 - (size + 2 * padding), 0)
+
+
 @register_kernel("max_pool2d_with_indices", DispatchKey.CPU)
-def max_pool2d_cpu(x: Tensor, kernel, stride, padding, dilation) -> tuple:
+def max_pool2d_cpu(x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool = False) -> tuple:
     """(out, indices): each window's maximum, and its flat position row * W + col in x's H x W plane."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = x.shape
+    ho, wo = pool_output_size(h, kh, sh, ph, dh, ceil_mode), pool_output_size(w, kw, sw, pw, dw, ceil_mode)
     padded = pad(x, (pw, pw, ph, ph), float("-inf")) if ph or pw else x
-    windows = unfold_view(padded, kernel, dilation, 0, stride).numpy()
-    ho, wo = windows.shape[2], windows.shape[3]
+    below, right = overhang(h, kh, sh, ph, dh, ho), overhang(w, kw, sw, pw, dw, wo)
+    if below or right:  # ceil_mode: the last windows hang over the edge, into more -inf
+        padded = pad(padded, (0, right, 0, below), float("-inf"))
+    windows = unfold_view(padded, kernel, dilation, 0, stride).numpy()[:, :, :ho, :wo]
     flat = windows.reshape(n, c, ho, wo, kh * kw)
     best = flat.argmax(axis=-1)  # the first maximum in row-major order (and the first NaN), as torch
     out = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
@@ -284,8 +305,8 @@ def max_pool2d_cpu(x: Tensor, kernel, stride, padding, dilation) -> tuple:
 
 
 @register_kernel("max_pool2d", DispatchKey.CPU)
-def max_pool2d_value_cpu(x: Tensor, kernel, stride, padding, dilation) -> Tensor:
-    return max_pool2d_cpu(x, kernel, stride, padding, dilation)[0]
+def max_pool2d_value_cpu(x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool = False) -> Tensor:
+    return max_pool2d_cpu(x, kernel, stride, padding, dilation, ceil_mode)[0]
 
 
 @register_kernel("max_pool2d_with_indices_backward", DispatchKey.CPU)
@@ -298,29 +319,83 @@ def max_pool2d_backward_cpu(grad: Tensor, input: Tensor, indices: Tensor) -> Ten
     return from_numpy(sums.astype(g.dtype).reshape(n, c, h, w))
 
 
-def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False):
+def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
     """F.max_pool2d: the output, or (output, indices) with return_indices."""
     def batched(t):
-        args = pool_arguments(t, kernel_size, stride, padding, dilation)
+        args = pool_arguments(t, kernel_size, stride, padding, dilation, ceil_mode) + (ceil_mode,)
         out = dispatch("max_pool2d", t, *args)
         return (out, dispatch("max_pool2d_with_indices", t, *args)[1]) if return_indices else out
     return unbatched(batched, x)
 
 
-def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, count_include_pad: bool = True) -> Tensor:
-    """F.avg_pool2d (ceil_mode=False), as a convolution of each channel with a kernel of 1/(kH*kW)."""
+def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """F.avg_pool2d: each channel's window sums (a convolution with a kernel of ones) over each window's count."""
     def batched(t):
-        kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding)
+        kernel, steps, pads, _ = pool_arguments(t, kernel_size, stride, padding, 1, ceil_mode)
         n, c, h, w = t.shape
+        counts, overhangs = [], []
+        for size, k, s, p in zip((h, w), kernel, steps, pads):
+            count = pool_output_size(size, k, s, p, 1, ceil_mode)
+            starts = np.arange(count) * s - p
+            ends = np.minimum(starts + k, size + p)  # the overhang past the padding never counts
+            if not count_include_pad:
+                starts, ends = np.maximum(starts, 0), np.minimum(ends, size)
+            counts.append(ends - starts)
+            overhangs.append(overhang(size, k, s, p, 1, count))
+        flat = t.reshape(n * c, 1, h, w)
+        if overhangs != [0, 0]:
+            flat = pad(flat, (0, overhangs[1], 0, overhangs[0]))
         dtype = t.dtype.numpy
-        mean = from_numpy(np.full((1, 1) + kernel, 1.0 / (kernel[0] * kernel[1]), dtype=dtype))
-        out = conv2d(t.reshape(n * c, 1, h, w), mean, None, steps, pads)
-        if not count_include_pad and pads != (0, 0):
-            ones = from_numpy(np.ones((1, 1, h, w), dtype=dtype))
-            real = conv2d(ones, from_numpy(np.ones((1, 1) + kernel, dtype=dtype)), None, steps, pads)
-            out = out * float(kernel[0] * kernel[1]) / real
+        sums = conv2d(flat, from_numpy(np.ones((1, 1) + kernel, dtype=dtype)), None, steps, pads)
+        out = sums / from_numpy(np.outer(counts[0], counts[1]).astype(dtype))
         return out.reshape(n, c, out.shape[2], out.shape[3])
     return unbatched(batched, x)
+
+
+from picotorch import Module
+
+
+def averaging_matrix(size: int, out: int, dtype) -> np.ndarray:
+    """The (out, size) matrix whose row i averages adaptive window i: 1/len over [floor(i*size/out),
+    ceil((i+1)*size/out))."""
+    matrix = np.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
+    """F.adaptive_avg_pool2d: the average of each adaptive window, as A @ x @ B^T."""
+    if x.dim() not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)}")
+    size = (output_size, output_size) if isinstance(output_size, int) or output_size is None else tuple(output_size)
+    if len(size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+    h, w = x.shape[-2:]
+    out_h, out_w = h if size[0] is None else size[0], w if size[1] is None else size[1]
+    if out_h < 0 or out_w < 0:
+        raise RuntimeError("adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0")
+    if 0 in x.shape[x.dim() - 3:]:
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
+                           f"but input has sizes {list(x.shape)}")
+    rows = from_numpy(averaging_matrix(h, out_h, x.dtype.numpy))
+    cols = from_numpy(averaging_matrix(w, out_w, x.dtype.numpy).T.copy())
+    return rows @ x @ cols
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
 
 
 from picotorch import Module, Parameter, dtype_arg, empty, float32, kaiming_uniform_, no_grad
@@ -369,37 +444,103 @@ class Conv2d(Module):
 
 
 class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
+                 ceil_mode: bool = False):
         super().__init__()
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                          self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode=False")
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
         super().__init__()
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
-        self.padding, self.count_include_pad = padding, count_include_pad
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+from picotorch import BatchNorm1d
+
+
+class BatchNorm2d(BatchNorm1d):
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4:
+            raise ValueError(f"expected 4D input (got {x.dim()}D input)")
+        n, c, h, w = x.shape
+        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)
 
 
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
 __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
-           "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d"]
+           "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
+           "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
+
+
+from picotorch import add_methods
+
+
+class MemoryFormat:
+    """torch.contiguous_format, torch.channels_last: a name for an order of the dims in memory (no new storage kind)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+contiguous_format, channels_last = MemoryFormat("contiguous_format"), MemoryFormat("channels_last")
+if "_contiguous_01" not in vars(Tensor):  # chapter 01's methods, kept once: re-running this cell must not wrap them
+    Tensor._contiguous_01, Tensor._is_contiguous_01 = Tensor.contiguous, Tensor.is_contiguous
+__all__ += ["MemoryFormat", "contiguous_format", "channels_last", "channels_last_strides", "MemoryFormats"]
+
+
+def channels_last_strides(shape) -> tuple:
+    """The strides of a fresh channels_last tensor of shape (N, C, H, W)."""
+    n, c, h, w = shape
+    return (c * w * h, 1, c * w, c)
+
+
+@add_methods(Tensor)
+class MemoryFormats:
+    def is_contiguous(self, memory_format=contiguous_format) -> bool:
+        if memory_format is contiguous_format:
+            return self._is_contiguous_01()
+        if self.dim() != 4:
+            return False
+        expected = 1
+        for d in (1, 3, 2, 0):  # innermost first: C, then W, H, N
+            if self.shape[d] != 1:
+                if self.stride(d) != expected:
+                    return False
+                expected *= self.shape[d]
+        return True
+
+    def contiguous(self, memory_format=contiguous_format) -> Tensor:
+        if memory_format is contiguous_format:
+            return self._contiguous_01()
+        if self.dim() != 4:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+        if self.is_contiguous(memory_format=channels_last):
+            return self
+        nhwc = self.permute(0, 2, 3, 1).contiguous()  # a copy with the channels innermost; autograd follows it
+        return nhwc.as_strided(tuple(self.shape), channels_last_strides(self.shape), nhwc.storage_offset())
 
 
 # What this section takes from chapter 05: its kernel API and launch geometry, the CUDA key's registration, the
