@@ -1162,8 +1162,11 @@ class AmpPair:
         self.scaler_t.update()
         compare.assert_matches(loss, loss_t, f"{what}: the loss it returns", rtol=0.02, atol=0.02)
         compare.assert_equal(self.scaler.get_scale(), self.scaler_t.get_scale(), f"{what}: the scale after update()")
+        # bfloat16 keeps 8 bits of mantissa to float16's 11: its products round 8 times coarser, and a ReLU input
+        # that rounds across 0 on one side only moves that unit's update by a whole lr * grad
+        rtol, atol = (0.05, 1e-2) if self.dtype == torch.bfloat16 else (0.02, 2e-3)
         for i, (p, p_t) in enumerate(zip(self.mine.parameters(), self.theirs.parameters())):
-            compare.assert_matches(p, p_t.detach(), f"{what}: parameter {i} after the step", rtol=0.02, atol=2e-3)
+            compare.assert_matches(p, p_t.detach(), f"{what}: parameter {i} after the step", rtol=rtol, atol=atol)
 
 
 pair = AmpPair(torch.bfloat16, growth_interval=2)
@@ -1685,13 +1688,16 @@ compare.assert_equal(sorted({e.parent.name for e in prof.events if e.parent and 
                      ["backward", "forward"], "the ranges the outermost operators of forward and backward sit in")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
+from course.testing.rounding import tame
+
 UNARY = [("exp", lambda a: a.exp()), ("tanh", lambda a: a.tanh()), ("neg", lambda a: -a),
          ("relu", lambda a: a.relu())]
 BINARY = [("+", lambda a, b: a + b), ("*", lambda a, b: a * b), ("-", lambda a, b: a - b),
           ("/", lambda a, b: a / (b * b + 1))]
 
 
-def test_programs(draw):
+def random_program(draw):
+    """(program, its text, its two arguments): a random chain of UNARY and BINARY steps, summed."""
     n, m = draw(1, 5), draw(1, 5)
     program, text = (lambda a, b: a), "x"  # composed without a loop: each step a closure over the one before
     for _ in range(draw(1, 5)):
@@ -1709,7 +1715,15 @@ def test_programs(draw):
     program = (lambda g: lambda a, b: g(a, b).sum())(program)
     dtype = draw.choice([torch.float32, torch.float64])
     args = [draw.randn((n, m), dtype=dtype).requires_grad_(bool(draw(0, 1))) for _ in range(2)]
-    what = f"{text}.sum() for x, y of shape {(n, m)}, {dtype}"
+    return program, f"{text}.sum() for x, y of shape {(n, m)}, {dtype}", args
+
+
+def test_programs(draw):
+    # exp(exp(exp(x))) reaches 1e14, where float32's rounding alone is more than any tolerance: such a draw tests
+    # rounding, not the profiler, and another is drawn (course.testing.rounding.tame)
+    program, what, args = random_program(draw)
+    while not tame(program, args):
+        program, what, args = random_program(draw)
     prof, out = expect_like_torch(program, program, args, what)
     expect_averages(prof, what)
     expect_trace(prof, what)
