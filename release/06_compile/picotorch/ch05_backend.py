@@ -14,7 +14,7 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        can_cast, contiguous_strides, dense_strides_like, float32, float64, from_torch, int64, no_grad,
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
 from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, log_softmax,
-                       operator, redispatch, register, register_device, register_fallback, register_kernel, softmax, where)
+                       redispatch, register, register_device, register_fallback, register_kernel, softmax, where)
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -1211,7 +1211,7 @@ def mode_fallback(op: str, *args, **kwargs):
 register_fallback(DispatchKey.Python, mode_fallback)
 # "to" is a composite, as torch's aten::to (CompositeImplicitAutograd): it turns into "_to_copy" (or into nothing)
 # before a mode sees it, so a mode logs the "_to_copy" that copies, as a TorchDispatchMode does.
-register_kernel("to", DispatchKey.Python)(operator("to").kernels[DispatchKey.CPU.priority])
+register_kernel("to", DispatchKey.Python)(OPS["to"].kernels[DispatchKey.CPU.priority])
 
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
