@@ -177,27 +177,31 @@ def bernoulli(shape, p: float, dtype: DType = float32) -> Tensor:
 # `"to"`, which reads its arguments and returns `t` itself when nothing
 # changes; a change of dtype is the operator `"_to_copy"`, whose Autograd
 # kernel (`ToCopy`, registered with chapter 02's `@register`) sends the
-# gradient back converted — torch's `aten::to` over `aten::_to_copy`, in
+# gradient back converted. It already takes torch's `device` argument, which
+# the CPU kernel leaves alone until chapter 05 brings a second device — torch's
+# `aten::to` over `aten::_to_copy`, in
 # [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
 # `"write"` and `"copy_"` write values into a tensor's memory.
 
 # %% reference=true
 @register("_to_copy")
 class ToCopy(Function):
-    """The Autograd kernel of "_to_copy"(x, dtype), torch's aten::_to_copy: a converted copy, whose gradient goes
-    back converted to x's dtype, by the same operator."""
+    """The Autograd kernel of "_to_copy"(x, dtype, device=None), torch's aten::_to_copy: a converted (and, from
+    chapter 05 on, moved) copy, whose gradient goes back by the same operator, in x's dtype and on x's device."""
     @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = x.dtype
-        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype)
+    def forward(ctx, x, dtype, device=None):
+        ctx.dtype, ctx.device = x.dtype, x.device
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch("_to_copy", grad, ctx.dtype), None
+        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
+        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
 
 
 @register_kernel("_to_copy", DispatchKey.CPU)
-def _to_copy_cpu(x: Tensor, dtype: DType) -> Tensor:
+def _to_copy_cpu(x: Tensor, dtype: DType, device=None) -> Tensor:
+    """(Every tensor is on the CPU in this chapter: `device` is the CPU, or None.)"""
     return from_numpy(x.numpy().astype(dtype.numpy))
 
 

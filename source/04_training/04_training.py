@@ -267,18 +267,21 @@ compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())
 # - `nll_loss_cpu(log_probs, target, weight, reduction, ignore_index)`:
 #   `log_probs` of shape `(N, C)` (or `(C,)`, one sample, with a
 #   0-dimensional `target`); `target` holds **class indices**, int64, shape
-#   `(N,)`. The loss of sample $i$ is $-\text{log\_probs}_{i,
-#   \text{target}_i}$. (`weight`, torch's per-class weights, is always `None` in
-#   picotorch.)
+#   `(N,)`. The loss of sample $i$ is $-w_{\text{target}_i}\,\text{log\_probs}_{i,
+#   \text{target}_i}$, where `weight` $w$ (shape `(C,)`) weighs each class, as
+#   torch's does; `weight=None` is a weight of 1 for every class.
 # - `nll_loss_backward_cpu(grad, ...)`: zeros of `log_probs`' shape, with each
-#   counted sample's gradient of the reduced loss, negated, at its target.
+#   counted sample's gradient of the reduced loss, times its weight, negated,
+#   at its target.
 #
 # `reduction` and `ignore_index=-100`: samples whose target is `ignore_index`
-# count for nothing — their loss is 0, and `"mean"` divides by the number of
-# samples that **are** counted (torch gives `nan` when none is). A target
+# count for nothing — their loss is 0, and `"mean"` divides by the sum of the
+# weights of the samples that **are** counted (their number, without
+# `weight`; torch gives `nan` when none is). A target
 # outside `[0, C)` that is not `ignore_index` is an `IndexError`: `"Target 7 is
 # out of bounds."`. The helper `class_targets` (given) checks the shapes and
-# gives you NumPy arrays to work on; `reduce_losses` reduces the losses.
+# gives you NumPy arrays to work on; `sample_weights` gives each sample's
+# weight (0 for an ignored one); `reduce_losses` reduces the losses.
 #
 # **Cross-entropy** is then no operator of its own: `cross_entropy(input,
 # target, ...)` is `nll_loss(log_softmax(input, class_dim), target, ...)`, with
@@ -295,9 +298,10 @@ compare.assert_equal(repr(MSELoss()), repr(torch.nn.MSELoss()), "repr(MSELoss())
 # (`cross_entropy_loss` too).
 
 # %% [markdown]
-# First, the two given helpers of your loss kernels: `class_targets` checks
+# First, the three given helpers of your loss kernels: `class_targets` checks
 # the shapes and dtype of a loss's input and target and gives NumPy arrays to
-# work on; `reduce_losses` applies the `reduction`.
+# work on; `sample_weights` picks each sample's class weight; `reduce_losses`
+# applies the `reduction`.
 
 # %% reference=true
 def class_targets(input: Tensor, target: Tensor, ignore_index: int) -> tuple:
@@ -321,16 +325,27 @@ def class_targets(input: Tensor, target: Tensor, ignore_index: int) -> tuple:
     return scores, np.where(counted, labels, 0), counted
 
 
-def reduce_losses(losses: np.ndarray, counted: np.ndarray, reduction: str, one_sample: bool) -> np.ndarray:
+def sample_weights(weight, labels: np.ndarray, counted: np.ndarray, dtype) -> np.ndarray:
+    """Each sample's weight (N,) in `dtype`: its target class's entry of `weight` (a (C,) Tensor; None weighs every
+    class 1), and 0 for a sample that is not counted."""
+    if weight is None:
+        return counted.astype(dtype)
+    if weight.dim() != 1:
+        raise RuntimeError(f"weight tensor should be defined either for all or no classes but got weight tensor of "
+                           f"shape: {list(weight.shape)}")
+    return np.where(counted, weight.numpy().astype(dtype, copy=False)[labels], dtype.type(0))
+
+
+def reduce_losses(losses: np.ndarray, weights: np.ndarray, reduction: str, one_sample: bool) -> np.ndarray:
     """The per-sample losses (N,) reduced: "none" keeps them (a 0-d array for a single sample of shape (C,)),
-    "sum" adds them, "mean" divides the sum by the number of counted samples."""
+    "sum" adds them, "mean" divides the sum by the sum of the samples' weights (`sample_weights`)."""
     if reduction == "none":
         return losses.reshape(()) if one_sample else losses
     total = losses.sum()
     if reduction == "sum":
         return total
     with np.errstate(all="ignore"):
-        return total / losses.dtype.type(counted.sum())
+        return total / losses.dtype.type(weights.sum())
 
 # %% [markdown]
 # Then the `Function`s: the `Autograd` kernels of the three operators. Each
@@ -405,9 +420,10 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     return dispatch("softmax", input, _checked_dim(input, dim))
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100,
+             weight: Tensor = None) -> Tensor:
     check_reduction(reduction)
-    return dispatch("nll_loss", input, target, None, reduction, ignore_index)
+    return dispatch("nll_loss", input, target, weight, reduction, ignore_index)
 
 
 # %% solution="ex_cross_entropy" reference=true
@@ -456,11 +472,12 @@ def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 
 @register_kernel("nll_loss", DispatchKey.CPU)
 def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
-    """The reduced loss -log_probs[i, target[i]] (weight: always None in picotorch)."""
+    """The reduced loss -weight[target[i]] * log_probs[i, target[i]] (weight None: 1 for every class)."""
     ### BEGIN SOLUTION
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
-    losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
-    return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
+    weights = sample_weights(weight, labels, counted, scores.dtype)
+    losses = np.where(counted, -scores[np.arange(len(labels)), labels] * weights, scores.dtype.type(0))
+    return from_numpy(np.asarray(reduce_losses(losses, weights, reduction, log_probs.dim() == 1), scores.dtype))
     ### END SOLUTION
 
 
@@ -470,43 +487,48 @@ def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weigh
     """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
     ### BEGIN SOLUTION
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    weights = sample_weights(weight, labels, counted, scores.dtype)
     g = grad.numpy()
-    sample = np.broadcast_to(g, labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    sample = np.broadcast_to(g, labels.shape) * weights  # each sample's share of the reduced loss's gradient
     if reduction == "mean":
-        sample = sample / g.dtype.type(max(counted.sum(), 1))
+        total = weights.sum()
+        sample = sample / g.dtype.type(total if total else 1)  # (nothing counted: every share is 0 already)
     out = np.zeros(scores.shape, sample.dtype)
     out[np.arange(len(labels)), labels] = -sample
     return from_numpy(out.reshape(tuple(log_probs.shape)))
     ### END SOLUTION
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100,
+                  weight: Tensor = None) -> Tensor:
     """nll_loss of log_softmax along the class dim: a composite of the two operators."""
     ### BEGIN SOLUTION
     class_dim = 0 if input.dim() == 1 else 1
-    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)
     ### END SOLUTION
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, reduction: str = "mean", ignore_index: int = -100):
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, weight: Tensor = None):
         super().__init__()
         self.reduction, self.ignore_index = reduction, ignore_index
+        self.register_buffer("weight", weight)  # (a buffer, as torch's _WeightedLoss keeps it)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         ### BEGIN SOLUTION
-        return cross_entropy(input, target, self.reduction, self.ignore_index)
+        return cross_entropy(input, target, self.reduction, self.ignore_index, self.weight)
         ### END SOLUTION
 
 
 class NLLLoss(Module):
-    def __init__(self, reduction: str = "mean", ignore_index: int = -100):
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, weight: Tensor = None):
         super().__init__()
         self.reduction, self.ignore_index = reduction, ignore_index
+        self.register_buffer("weight", weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         ### BEGIN SOLUTION
-        return nll_loss(input, target, self.reduction, self.ignore_index)
+        return nll_loss(input, target, self.reduction, self.ignore_index, self.weight)
         ### END SOLUTION
 
 
@@ -552,6 +574,15 @@ expect_loss(lambda z, t: CrossEntropyLoss(reduction="none")(z, t),
             "CrossEntropyLoss(reduction='none')(logits, target)")
 expect_loss(lambda p, t: NLLLoss(ignore_index=3)(p, t), lambda p, t: torch.nn.NLLLoss(ignore_index=3)(p, t),
             [F.log_softmax(logits, 1), target], f"NLLLoss(ignore_index=3)(log_probs, target) for target {target.tolist()}")
+class_weight = torch.tensor([0.5, 2.0, 1.0, 3.0])  # each sample's loss times its class's weight; the mean divides by
+for reduction in REDUCTIONS:                       # the weights' sum
+    expect_loss(lambda z, t: cross_entropy(z, t, reduction, weight=ours(class_weight)),
+                lambda z, t: F.cross_entropy(z, t, weight=class_weight, reduction=reduction), [logits, target],
+                f"cross_entropy(logits, target, reduction={reduction!r}, weight={class_weight.tolist()}) for "
+                f"target {target.tolist()}")
+expect_loss(lambda p, t: NLLLoss(ignore_index=3, weight=ours(class_weight))(p, t),
+            lambda p, t: torch.nn.NLLLoss(weight=class_weight, ignore_index=3)(p, t), [F.log_softmax(logits, 1), target],
+            f"NLLLoss(ignore_index=3, weight={class_weight.tolist()})(log_probs, target) for target {target.tolist()}")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def test_cross_entropy(draw):
@@ -576,6 +607,10 @@ def test_cross_entropy(draw):
             reduction=reduction, ignore_index=ignore)(p, q), [z, t], "CrossEntropyLoss(...)(logits, target) " + what, draw)
         expect_loss(lambda p, q: NLLLoss(reduction, ignore)(p, q), lambda p, q: torch.nn.NLLLoss(
             reduction=reduction, ignore_index=ignore)(p, q), [z, t], "NLLLoss(...)(input, target) " + what, draw)
+        w = draw.randn((c,), dtype=dtype).abs() + 0.1  # class weights
+        expect_loss(lambda p, q: cross_entropy(p, q, reduction, ignore, ours(w)), lambda p, q: F.cross_entropy(
+            p, q, weight=w, reduction=reduction, ignore_index=ignore), [z, t],
+            f"cross_entropy(..., weight={describe(w)}) " + what, draw)
     if scale > 100 and (t != ignore).all():
         expect_finite_gradient(z, t, "cross_entropy " + what)
 
@@ -709,7 +744,7 @@ class Optimizer:
                     if set_to_none:
                         p.grad = None
                     else:
-                        p.grad.numpy()[...] = 0
+                        p.grad.zero_()  # in place, through the operator "write"
         ### END SOLUTION
 
     def state_dict(self) -> dict:
@@ -738,10 +773,9 @@ class Optimizer:
             value = as_our_tensor(value)
             if not isinstance(value, Tensor):
                 return copy.deepcopy(value)
-            array = value.numpy()
             if key != "step" and value.dtype.is_floating_point:
-                array = array.astype(param.dtype.numpy)
-            return from_numpy(np.array(array, copy=True))
+                value = value.to(param.dtype)  # (torch casts the state to the parameter's dtype, "step" excepted)
+            return value.clone()  # the state's own memory, whether `to` copied or returned value itself
 
         self.state = defaultdict(dict)
         for i, values in state_dict["state"].items():
@@ -2663,7 +2697,7 @@ __all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_target
            "Softmax", "NLLLossFunction", "log_softmax", "softmax", "nll_loss", "log_softmax_cpu",
            "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu", "nll_loss_backward_cpu",
            "cross_entropy", "CrossEntropyLoss",
-           "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
+           "NLLLoss", "sample_weights", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
            "shifted", "Standardize", "train_digits"]

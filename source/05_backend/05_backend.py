@@ -108,7 +108,6 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
 from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, log_softmax,
                        redispatch, register, register_device, register_fallback, register_kernel, softmax, where)
-from picotorch import ToCopy as _ch03_ToCopy
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -831,9 +830,9 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 # layout allows) and a copy kernel. `x.to(...)` is two operators in torch:
 # `to` reads the arguments and returns `x` itself when nothing changes; else it
 # calls `_to_copy(x, dtype, device)`, the copy, which autograd records.
-# Chapter 03 made `"_to_copy"(x, dtype)` convert; the given cell adds torch's
-# `device` argument to its Autograd kernel (`ToCopy`): the gradient goes back
-# converted to `x`'s dtype **and moved to `x`'s device**. Write:
+# Chapter 03 made `"_to_copy"(x, dtype, device)` convert; its Autograd kernel
+# (`ToCopy`) already sends the gradient back converted to `x`'s dtype **and
+# moved to `x`'s device**, by the same operator. Write:
 #
 # - `move(t, device)`: a new **contiguous** tensor on `device` with `t`'s
 #   values, shape and dtype. `t` may be on any device, in any layout (a
@@ -863,23 +862,6 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
 # `torch_device` with `NO_GPU`, which says what to use instead.
 #
 # Real PyTorch: `to` and `_to_copy` in [`aten/src/ATen/native/TensorConversions.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorConversions.cpp).
-
-# %% reference=true
-@register("_to_copy")
-class ToCopy(_ch03_ToCopy):
-    """Chapter 03's Autograd kernel of "_to_copy", with torch's `device` argument: `_to_copy(x, dtype, device)`
-    records one node, whose gradient goes back converted to x's dtype and moved to x's device."""
-
-    @staticmethod
-    def forward(ctx, x, dtype, device=None):
-        ctx.dtype, ctx.device = x.dtype, x.device
-        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
-
-    @staticmethod
-    def backward(ctx, grad):
-        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
-        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
-
 
 # %% solution="ex_to" reference=true
 def move(t: Tensor, device) -> Tensor:
@@ -3122,11 +3104,15 @@ def arange_on(n: int, device) -> Tensor:
 #   rather than multiplying by the mask: a log-probability may be `-inf`, and
 #   `-inf * 0` is `nan`. Sum each row, zero the ignored samples, then reduce:
 #   `"none"` keeps the `N` losses (a 0-dim tensor for one sample), `"sum"` adds
-#   them, `"mean"` divides the sum by the number of counted samples.
+#   them, `"mean"` divides the sum by the number of counted samples. With
+#   chapter 04's `weight` (a `(C,)` tensor on the device: torch's per-class
+#   weights), each counted sample's loss is times its class's weight — picked
+#   with the same mask — and `"mean"` divides by the sum of those weights.
 # - `nll_loss_backward_cuda`: the gradient of `log_probs` for `grad`, that of
 #   the reduced loss: `-grad` (each sample's share of it: divided by the count
-#   for `"mean"`, at least 1; a sample's own entry for `"none"`) at each counted
-#   sample's target, 0 elsewhere, in `log_probs`' shape.
+#   for `"mean"`, at least 1; a sample's own entry for `"none"`; times its
+#   class's weight, with `weight`) at each counted sample's target, 0
+#   elsewhere, in `log_probs`' shape.
 #
 # Like torch's CUDA kernel, yours does not check the targets' range (torch's
 # fails with a device-side assert; reading a value back to check it would make
@@ -3150,6 +3136,9 @@ def nll_loss_cuda(log_probs: Tensor, target: Tensor, weight, reduction: str, ign
     counted = labels != ignore_index
     one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
     losses = where(counted, -where(one_hot, scores, 0.0).sum(1), 0.0)
+    if weight is not None:  # each sample's class weight (0 if ignored): its loss is times it, the mean divides by all
+        counted = where(counted, where(one_hot, weight, 0.0).sum(1), 0.0)
+        losses = losses * counted
     if reduction == "none":
         return losses.reshape(()) if log_probs.dim() == 1 else losses
     total = losses.sum()
@@ -3165,11 +3154,13 @@ def nll_loss_backward_cuda(grad: Tensor, log_probs: Tensor, target: Tensor, weig
     scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
     labels = target.reshape(-1)
     counted = labels != ignore_index
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    if weight is not None:  # each sample's class weight, 0 if ignored
+        counted = where(counted, where(one_hot, weight, 0.0).sum(1), 0.0)
     sample = grad.reshape(-1).expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
     if reduction == "mean":
         count = counted.sum()
         sample = sample / where(count > 0, count, 1)
-    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
     return where(one_hot, -sample.unsqueeze(1), 0.0).reshape(log_probs.shape)
     ### END SOLUTION
 
@@ -3182,16 +3173,19 @@ from picotorch import SGD, Linear, ReLU, Sequential, cross_entropy, nll_loss
 DIGITS = load_digits()
 
 
-def expect_nll(log_probs: torch.Tensor, target: torch.Tensor, reduction="mean", ignore_index=-100):
+def expect_nll(log_probs: torch.Tensor, target: torch.Tensor, reduction="mean", ignore_index=-100, weight=None):
     """nll_loss on the device against torch's, forward and backward (a random gradient for "none")."""
     where_to = torch_device(DEVICE)
-    what = (f"nll_loss(x, target, reduction={reduction!r}, ignore_index={ignore_index}) on {DEVICE} where x: "
+    what = (f"nll_loss(x, target, reduction={reduction!r}, ignore_index={ignore_index}"
+            f"{'' if weight is None else f', weight={weight.tolist()}'}) on {DEVICE} where x: "
             f"{describe(log_probs)}, target {target.tolist()}")
     theirs = log_probs.clone().to(where_to).requires_grad_()
-    want = torch.nn.functional.nll_loss(theirs, target.to(where_to), reduction=reduction, ignore_index=ignore_index)
+    want = torch.nn.functional.nll_loss(theirs, target.to(where_to), None if weight is None else weight.to(where_to),
+                                        reduction=reduction, ignore_index=ignore_index)
     leaf = on_device(log_probs).requires_grad_()
+    mine = None if weight is None else on_device(weight)
     with launching(what):
-        got, walk = kernels_run("nll_loss", lambda: nll_loss(leaf, on_device(target), reduction, ignore_index))
+        got, walk = kernels_run("nll_loss", lambda: nll_loss(leaf, on_device(target), reduction, ignore_index, mine))
     compare.assert_equal(walk, ["Autograd", "CUDA"], f"the kernels that {what} runs")
     compare.assert_equal(tuple(got.shape), tuple(want.shape), f"({what}).shape")
     compare.assert_matches(got, want.detach(), what, rtol=1e-5, atol=1e-6)
@@ -3275,6 +3269,8 @@ expect_nll(scores, labels, "mean", ignore_index=1)  # two samples count for noth
 expect_nll(scores, labels, "none", ignore_index=0)
 expect_nll(scores[1], labels[1], "none")            # one sample, (C,): a 0-dim loss
 expect_nll(torch.tensor([[0.0, -math.inf], [-math.inf, 0.0]]), torch.tensor([0, 1]))  # -inf where no target is
+for reduction in ("mean", "sum", "none"):  # class weights: the mean divides by the counted samples' weights
+    expect_nll(scores, labels, reduction, ignore_index=1, weight=torch.tensor([0.5, 2.0, 3.0]))
 losses, launched = expect_training((64, 16, 10), 48, 4, 0.5)
 print(f"losses on {DEVICE}: {', '.join(f'{v:.4f}' for v in losses)} ({launched} kernel launches)")
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
@@ -3287,10 +3283,11 @@ def test_nll(draw):
     ignore_index = draw.choice([-100, -100, 0, c - 1])
     if reduction == "mean" and bool((labels == ignore_index).all()):
         return  # every sample ignored: 0 / 0, tested on the CPU in chapter 04
+    weight = draw.randn((c,), dtype=scores.dtype).abs() + 0.1 if draw(0, 2) == 0 else None
     if draw(0, 4) == 0:
-        expect_nll(scores[0], labels[0], reduction, ignore_index)
+        expect_nll(scores[0], labels[0], reduction, ignore_index, weight)
     else:
-        expect_nll(scores, labels, reduction, ignore_index)
+        expect_nll(scores, labels, reduction, ignore_index, weight)
 
 
 for_random_inputs(test_nll, 12)
@@ -3393,6 +3390,9 @@ def mode_fallback(op: str, *args, **kwargs):
 
 
 register_fallback(DispatchKey.Python, mode_fallback)
+# "to" is a composite, as torch's aten::to (CompositeImplicitAutograd): it turns into "_to_copy" (or into nothing)
+# before a mode sees it, so a mode logs the "_to_copy" that copies, as a TorchDispatchMode does.
+register_kernel("to", DispatchKey.Python)(OPS["to"].kernels[DispatchKey.CPU.priority])
 
 # %% tests="ex_mode" points=3
 ATEN = {"matmul": "mm"}  # picotorch's operator -> torch's, where the names differ
@@ -3503,7 +3503,7 @@ compare.assert_equal(len(MODE_STACK), 0, "the mode stack after every mode has ex
 # exercises' aids: the tests' helpers stay in the test cells; the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
-           "VIEWS", "cpu_kernel", "ToCopy", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
+           "VIEWS", "cpu_kernel", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",

@@ -93,8 +93,8 @@ _CROSS_ENTROPY_BY_LOGSUMEXP = _rewrite("ex_cross_entropy", ("""    axis, values 
     return from_numpy(values - total)"""), ("""    out = np.zeros(scores.shape, sample.dtype)
     out[np.arange(len(labels)), labels] = -sample""", """    one_hot = np.eye(scores.shape[1], dtype=sample.dtype)[labels]
     out = one_hot * -sample[:, None]"""), ("""    class_dim = 0 if input.dim() == 1 else 1
-    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)""",
-                                                            """    return nll_loss(log_softmax(input, min(input.dim() - 1, 1)), target, reduction, ignore_index)"""))
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)""",
+                                                            """    return nll_loss(log_softmax(input, min(input.dim() - 1, 1)), target, reduction, ignore_index, weight)"""))
 
 _ADAM_AS_IN_THE_PAPER = _rewrite("ex_adam", ("""                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
                     p.sub_((lr / (1 - beta1 ** t)) * m / denom)""", """                    m_hat = m / (1 - beta1 ** t)  # the bias-corrected averages of Kingma & Ba

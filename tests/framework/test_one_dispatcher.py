@@ -15,7 +15,7 @@ NOT_COMPUTING = {
     # metadata, parsing and conversion between picotorch and torch (tests' and state dicts' plumbing)
     **dict.fromkeys(["DEVICES", "TORCH_DTYPES", "device_name", "dtype_arg", "parse_to", "torch_generator_values",
                      "IncompatibleKeys", "size_text", "as_ours", "torch_state_dict", "RemovableHandle",
-                     "as_our_tensor", "REDUCTIONS", "check_reduction", "class_targets", "call_closure",
+                     "as_our_tensor", "REDUCTIONS", "check_reduction", "class_targets", "sample_weights", "call_closure",
                      "save", "load"], "metadata or conversion, no tensor computation"),
     # classes whose computing happens in the calls exercised below (their forward / step)
     **dict.fromkeys(["Parameter", "Module", "Sequential", "ModuleList", "Optimizer", "LRScheduler", "StepLR",
@@ -49,10 +49,9 @@ def _calls(pt):
         "LayerNorm": (lambda: pt.LayerNorm(3)(x), {"mean"}, None),
         "BatchNorm1d": (lambda: pt.BatchNorm1d(3)(x), {"mean"}, None),
         "Embedding": (lambda: pt.Embedding(5, 2)(pt.tensor([0, 4])), {"embedding"}, None),
-        # "to" is a composite registered at the backend keys (chapter 05 registers its own for CUDA): a mode sees
-        # "to", and its kernel's "_to_copy" runs below the mode (test_to_copies_through_the_to_copy_operator).
-        # torch's aten::to is CompositeImplicitAutograd, decomposed above its Python key: its mode sees _to_copy.
-        "Tensor.to": (lambda: x.to(pt.float64), {"to"}, None),
+        # "to" is a composite, as torch's aten::to (CompositeImplicitAutograd, decomposed above the Python key):
+        # chapter 05 registers it at the mode's key too, so a mode sees the "_to_copy" that copies, as torch's does.
+        "Tensor.to": (lambda: x.to(pt.float64), {"_to_copy"}, None),
         "mse_loss": (lambda: pt.mse_loss(x, x.detach()), {"mean"}, None),
         "MSELoss": (lambda: pt.MSELoss()(x, x.detach()), {"mean"}, None),
         "log_softmax": (lambda: pt.log_softmax(x, 1), {"log_softmax"}, None),
@@ -103,6 +102,7 @@ def test_a_dispatch_mode_sees_every_computing_call(reference_picotorch, name):
     assert log, f"{name}: a dispatch mode saw no operator at all (torch's TorchDispatchMode sees its aten ops)"
     missing = expected - set(log)
     assert not missing, f"{name}: the mode saw {log}; torch dispatches {sorted(missing)} as operators of their own"
+    assert "to" not in log, f"{name}: the mode saw {log}: 'to' is a composite, torch's mode sees its '_to_copy'"
     assert "numpy" not in log, (f"{name}: the mode saw {log}: 'numpy' means the call leaves the dispatcher for "
                                 f"NumPy inside a Function's forward instead of running a registered kernel")
 

@@ -275,11 +275,9 @@ MUTANTS = {
             "ex_elementwise", ("        if self.numel() and any(size > 1 and stride == 0", "        if any(size > 1 and stride == 0")),
         "in place does not ask can_cast (a float result written into int64)": _mutate(
             "ex_elementwise", ("        if not can_cast(result.dtype, self.dtype):\n", "        if False:\n")),
-        "NumPy's warnings are not silenced (no np.errstate): log(-1) and 1 / 0 warn": _mutate(
-            "ex_elementwise", ("        with np.errstate(all=\"ignore\"):\n            out = UNARY_KERNELS",
-                               "        with np.errstate(all=\"warn\"):\n            out = UNARY_KERNELS"),
-            ("        with np.errstate(all=\"ignore\"):\n            out = BINARY_KERNELS",
-             "        with np.errstate(all=\"warn\"):\n            out = BINARY_KERNELS")),
+        "NumPy's warnings are not silenced (the cell's np.errstate taken off): log(-1) and 1 / 0 warn": _mutate(
+            "ex_elementwise", ("    @np.errstate(all=\"ignore\")\n    def _unary", "    def _unary"),
+            ("    @np.errstate(all=\"ignore\")\n    def _binary", "    def _binary")),
         "the result takes the dtype of self, without promotion": _mutate(
             "ex_elementwise", ("        dtype = result_type(a, b)\n", "        dtype = self.dtype\n")),
     },

@@ -72,11 +72,10 @@ MUTANTS = {
     },
     "ex_function": {
         "apply records a node even with grad mode off":
-            _wrong("ex_function", ("record = is_grad_enabled() and True in ctx.needs_input_grad",
+            _wrong("ex_function", ("record = enabled and True in ctx.needs_input_grad",
                                    "record = True in ctx.needs_input_grad")),
         "apply runs forward with grad mode on":
-            _wrong("ex_function", ("""        with no_grad():
-            out = cls.forward(ctx, *args)""", """        out = cls.forward(ctx, *args)""")),
+            _wrong("ex_function", ("        set_grad_enabled(False)\n", "")),
         "next_functions follows grad_fn only, so leaves get (None, 0)":
             _wrong("ex_function", ("gradient_edge(a) if isinstance(a, Tensor) else (None, 0)",
                                    "(a.grad_fn, 0) if isinstance(a, Tensor) else (None, 0)")),

@@ -17,7 +17,8 @@ def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
 
 
 _MEAN_DIVISION = """    if reduction == "mean":
-        sample = sample / g.dtype.type(max(counted.sum(), 1))
+        total = weights.sum()
+        sample = sample / g.dtype.type(total if total else 1)  # (nothing counted: every share is 0 already)
 """
 _SAVE = """            if checkpoint is not None:
                 save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, checkpoint)
@@ -49,11 +50,24 @@ MUTANTS = {
             _wrong("ex_cross_entropy", ("return from_numpy(out * (g - (g * out).sum(axis=_axis(grad, dim), keepdims=True)))",
                                         "return from_numpy(out * g)")),
         "ignored targets still count in the loss":
-            _wrong("ex_cross_entropy", ("losses = np.where(counted, -scores[np.arange(len(labels)), labels], "
-                                        "scores.dtype.type(0))", "losses = -scores[np.arange(len(labels)), labels]")),
+            _wrong("ex_cross_entropy", ("""    weights = sample_weights(weight, labels, counted, scores.dtype)
+    losses = np.where(counted,""", """    weights = sample_weights(weight, labels, np.ones_like(counted), scores.dtype)
+    losses = np.where(True,""")),
         "ignored targets still get a gradient (at class 0)":
-            _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * counted",
-                                        "sample = np.broadcast_to(g, labels.shape) * np.ones_like(counted)")),
+            _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * weights",
+                                        "sample = np.broadcast_to(g, labels.shape) * np.ones_like(weights)")),
+        "the class weights are left out (weight taken as None)":
+            _wrong("ex_cross_entropy", ("sample_weights(weight, labels, counted, scores.dtype)",
+                                        "sample_weights(None, labels, counted, scores.dtype)")),
+        "with class weights, 'mean' divides by the number of counted samples instead of their weights' sum":
+            _wrong("ex_cross_entropy", ("reduce_losses(losses, weights, reduction,", "reduce_losses(losses, counted, reduction,"),
+                   ("        total = weights.sum()\n", "        total = counted.sum()\n")),
+        "the loss's gradient forgets the class weights":
+            _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * weights",
+                                        "sample = np.broadcast_to(g, labels.shape) * counted")),
+        "cross_entropy drops its weight":
+            _wrong("ex_cross_entropy", ("return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)",
+                                        "return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)")),
         "cross_entropy takes log_softmax along dim 1 even for one sample of shape (C,)":
             _wrong("ex_cross_entropy", ("class_dim = 0 if input.dim() == 1 else 1", "class_dim = 1")),
         "cross_entropy takes log_softmax along dim 0, across the batch":
@@ -63,11 +77,11 @@ MUTANTS = {
         "the defaults override what a group gives":
             _wrong("ex_optimizer", ("group.setdefault(name, default)", "group[name] = default")),
         "zero_grad(set_to_none=False) replaces .grad instead of zeroing it in place":
-            _wrong("ex_optimizer", ("p.grad.numpy()[...] = 0", "p.grad = from_numpy(np.zeros(p.grad.shape, p.grad.dtype.numpy))")),
+            _wrong("ex_optimizer", ("p.grad.zero_()", "p.grad = p.grad * 0")),
         "load_state_dict keeps torch's tensors as they are":
             _wrong("ex_optimizer", ("            value = as_our_tensor(value)\n", "")),
         "load_state_dict does not cast the state to the parameter's dtype":
-            _wrong("ex_optimizer", ("array = array.astype(param.dtype.numpy)", "array = array")),
+            _wrong("ex_optimizer", ("value = value.to(param.dtype)", "value = value")),
         "load_state_dict keeps the optimizer's own hyper-parameters":
             _wrong("ex_optimizer", ("""        self.param_groups = [dict(copy.deepcopy({k: v for k, v in s.items() if k != "params"}), params=g["params"])
                              for s, g in zip(saved, self.param_groups)]
@@ -80,8 +94,7 @@ MUTANTS = {
             _wrong("ex_optimizer", ('return {"state": {index[id(p)]: s for p, s in self.state.items()}',
                                     'return {"state": {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items()}')),
         "load_state_dict shares the state dict's tensors instead of copying them":
-            _wrong("ex_optimizer", ("array = array.astype(param.dtype.numpy)", "array = array.astype(param.dtype.numpy, copy=False)"),
-                   ("return from_numpy(np.array(array, copy=True))", "return from_numpy(array)")),
+            _wrong("ex_optimizer", ("return value.clone()", "return value")),
         "a set of tensors is accepted":
             _wrong("ex_optimizer", ("""        elif isinstance(params, set):
             raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "

@@ -237,6 +237,11 @@ MUTANTS = {
         count = counted.sum()
         sample = sample / where(count > 0, count, 1)
 """, "")),
+        "the class weights are left out":
+            _wrong("ex_mlp", ("    if weight is not None:  # each sample's class weight (0 if ignored): its loss",
+                              "    if False:  # each sample's class weight (0 if ignored): its loss"),
+                   ("    if weight is not None:  # each sample's class weight, 0 if ignored",
+                    "    if False:  # each sample's class weight, 0 if ignored")),
         "ignored samples get a gradient":
             _wrong("ex_mlp", ("sample = grad.reshape(-1).expand(labels.shape) * counted", "sample = grad.reshape(-1).expand(labels.shape)")),
     },

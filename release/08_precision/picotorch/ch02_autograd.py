@@ -235,9 +235,15 @@ class Function:
         # (apply runs for every operation that autograd sees: tuple([...]) builds a list in one loop, where
         # tuple(... for ...) would resume a generator once per argument)
         ctx.needs_input_grad = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-        record = is_grad_enabled() and True in ctx.needs_input_grad  # (grad mode is the same after forward)
-        with no_grad():
+        enabled = is_grad_enabled()
+        record = enabled and True in ctx.needs_input_grad  # (grad mode is the same after forward)
+        # forward with grad mode off: no_grad()'s work, without making, entering and leaving its object (this runs
+        # for every operation that autograd sees)
+        set_grad_enabled(False)
+        try:
             out = cls.forward(ctx, *args)
+        finally:
+            set_grad_enabled(enabled)
         if record:
             ctx.next_functions = tuple([gradient_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args])
             ctx.metadata = (out.shape, out.dtype)

@@ -73,20 +73,22 @@ def bernoulli(shape, p: float, dtype: DType = float32) -> Tensor:
 
 @register("_to_copy")
 class ToCopy(Function):
-    """The Autograd kernel of "_to_copy"(x, dtype), torch's aten::_to_copy: a converted copy, whose gradient goes
-    back converted to x's dtype, by the same operator."""
+    """The Autograd kernel of "_to_copy"(x, dtype, device=None), torch's aten::_to_copy: a converted (and, from
+    chapter 05 on, moved) copy, whose gradient goes back by the same operator, in x's dtype and on x's device."""
     @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = x.dtype
-        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype)
+    def forward(ctx, x, dtype, device=None):
+        ctx.dtype, ctx.device = x.dtype, x.device
+        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
 
     @staticmethod
     def backward(ctx, grad):
-        return dispatch("_to_copy", grad, ctx.dtype), None
+        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
+        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
 
 
 @register_kernel("_to_copy", DispatchKey.CPU)
-def _to_copy_cpu(x: Tensor, dtype: DType) -> Tensor:
+def _to_copy_cpu(x: Tensor, dtype: DType, device=None) -> Tensor:
+    """(Every tensor is on the CPU in this chapter: `device` is the CPU, or None.)"""
     return from_numpy(x.numpy().astype(dtype.numpy))
 
 

@@ -66,16 +66,27 @@ def class_targets(input: Tensor, target: Tensor, ignore_index: int) -> tuple:
     return scores, np.where(counted, labels, 0), counted
 
 
-def reduce_losses(losses: np.ndarray, counted: np.ndarray, reduction: str, one_sample: bool) -> np.ndarray:
+def sample_weights(weight, labels: np.ndarray, counted: np.ndarray, dtype) -> np.ndarray:
+    """Each sample's weight (N,) in `dtype`: its target class's entry of `weight` (a (C,) Tensor; None weighs every
+    class 1), and 0 for a sample that is not counted."""
+    if weight is None:
+        return counted.astype(dtype)
+    if weight.dim() != 1:
+        raise RuntimeError(f"weight tensor should be defined either for all or no classes but got weight tensor of "
+                           f"shape: {list(weight.shape)}")
+    return np.where(counted, weight.numpy().astype(dtype, copy=False)[labels], dtype.type(0))
+
+
+def reduce_losses(losses: np.ndarray, weights: np.ndarray, reduction: str, one_sample: bool) -> np.ndarray:
     """The per-sample losses (N,) reduced: "none" keeps them (a 0-d array for a single sample of shape (C,)),
-    "sum" adds them, "mean" divides the sum by the number of counted samples."""
+    "sum" adds them, "mean" divides the sum by the sum of the samples' weights (`sample_weights`)."""
     if reduction == "none":
         return losses.reshape(()) if one_sample else losses
     total = losses.sum()
     if reduction == "sum":
         return total
     with np.errstate(all="ignore"):
-        return total / losses.dtype.type(counted.sum())
+        return total / losses.dtype.type(weights.sum())
 
 
 # The Autograd kernels of the three operators: one graph node each; forward and backward are operator calls.
@@ -140,9 +151,10 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     return dispatch("softmax", input, _checked_dim(input, dim))
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100,
+             weight: Tensor = None) -> Tensor:
     check_reduction(reduction)
-    return dispatch("nll_loss", input, target, None, reduction, ignore_index)
+    return dispatch("nll_loss", input, target, weight, reduction, ignore_index)
 
 
 def _axis(x: Tensor, dim: int):
@@ -182,10 +194,11 @@ def softmax_backward_cpu(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 
 @register_kernel("nll_loss", DispatchKey.CPU)
 def nll_loss_cpu(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
-    """The reduced loss -log_probs[i, target[i]] (weight: always None in picotorch)."""
+    """The reduced loss -weight[target[i]] * log_probs[i, target[i]] (weight None: 1 for every class)."""
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
-    losses = np.where(counted, -scores[np.arange(len(labels)), labels], scores.dtype.type(0))
-    return from_numpy(np.asarray(reduce_losses(losses, counted, reduction, log_probs.dim() == 1), scores.dtype))
+    weights = sample_weights(weight, labels, counted, scores.dtype)
+    losses = np.where(counted, -scores[np.arange(len(labels)), labels] * weights, scores.dtype.type(0))
+    return from_numpy(np.asarray(reduce_losses(losses, weights, reduction, log_probs.dim() == 1), scores.dtype))
 
 
 @register_kernel("nll_loss_backward", DispatchKey.CPU)
@@ -193,37 +206,42 @@ def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weigh
                           ignore_index: int) -> Tensor:
     """The gradient of nll_loss's log_probs, given grad, that of the reduced loss."""
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
+    weights = sample_weights(weight, labels, counted, scores.dtype)
     g = grad.numpy()
-    sample = np.broadcast_to(g, labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    sample = np.broadcast_to(g, labels.shape) * weights  # each sample's share of the reduced loss's gradient
     if reduction == "mean":
-        sample = sample / g.dtype.type(max(counted.sum(), 1))
+        total = weights.sum()
+        sample = sample / g.dtype.type(total if total else 1)  # (nothing counted: every share is 0 already)
     out = np.zeros(scores.shape, sample.dtype)
     out[np.arange(len(labels)), labels] = -sample
     return from_numpy(out.reshape(tuple(log_probs.shape)))
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100,
+                  weight: Tensor = None) -> Tensor:
     """nll_loss of log_softmax along the class dim: a composite of the two operators."""
     class_dim = 0 if input.dim() == 1 else 1
-    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index)
+    return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, reduction: str = "mean", ignore_index: int = -100):
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, weight: Tensor = None):
         super().__init__()
         self.reduction, self.ignore_index = reduction, ignore_index
+        self.register_buffer("weight", weight)  # (a buffer, as torch's _WeightedLoss keeps it)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return cross_entropy(input, target, self.reduction, self.ignore_index)
+        return cross_entropy(input, target, self.reduction, self.ignore_index, self.weight)
 
 
 class NLLLoss(Module):
-    def __init__(self, reduction: str = "mean", ignore_index: int = -100):
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, weight: Tensor = None):
         super().__init__()
         self.reduction, self.ignore_index = reduction, ignore_index
+        self.register_buffer("weight", weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return nll_loss(input, target, self.reduction, self.ignore_index)
+        return nll_loss(input, target, self.reduction, self.ignore_index, self.weight)
 
 
 def as_our_tensor(value):
@@ -277,7 +295,7 @@ class Optimizer:
                     if set_to_none:
                         p.grad = None
                     else:
-                        p.grad.numpy()[...] = 0
+                        p.grad.zero_()  # in place, through the operator "write"
 
     def state_dict(self) -> dict:
         index, groups = {}, []
@@ -302,10 +320,9 @@ class Optimizer:
             value = as_our_tensor(value)
             if not isinstance(value, Tensor):
                 return copy.deepcopy(value)
-            array = value.numpy()
             if key != "step" and value.dtype.is_floating_point:
-                array = array.astype(param.dtype.numpy)
-            return from_numpy(np.array(array, copy=True))
+                value = value.to(param.dtype)  # (torch casts the state to the parameter's dtype, "step" excepted)
+            return value.clone()  # the state's own memory, whether `to` copied or returned value itself
 
         self.state = defaultdict(dict)
         for i, values in state_dict["state"].items():
@@ -727,7 +744,7 @@ __all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_target
            "Softmax", "NLLLossFunction", "log_softmax", "softmax", "nll_loss", "log_softmax_cpu",
            "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu", "nll_loss_backward_cpu",
            "cross_entropy", "CrossEntropyLoss",
-           "NLLLoss", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
+           "NLLLoss", "sample_weights", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
            "shifted", "Standardize", "train_digits"]

@@ -15,7 +15,6 @@ from picotorch import (COMPARISONS, DEVICES, DTYPE_OF_TORCH, FLOAT_RESULT, OPS, 
                        numpy_array, register_kernels, result_type, shape_arg, tensor_repr, wrap_dim)
 from picotorch import (LOCAL_KEYS, ExcludeDispatchKeys, IncludeDispatchKeys, dispatch, key_names, key_set, log_softmax,
                        redispatch, register, register_device, register_fallback, register_kernel, softmax, where)
-from picotorch import ToCopy as _ch03_ToCopy
 from picotorch import parse_to as _ch03_parse_to
 
 DispatchKey.declare("CUDA")  # the backend key of "cuda" and "emu" tensors (priority 1 in DISPATCH_KEYS)
@@ -299,22 +298,6 @@ def _copy_cuda(t: Tensor, src) -> Tensor:
         return t._write(src if isinstance(src, (bool, int, float)) else np.asarray(src), "copy_()")
     dispatch("setitem", t, (), src)
     return t
-
-
-@register("_to_copy")
-class ToCopy(_ch03_ToCopy):
-    """Chapter 03's Autograd kernel of "_to_copy", with torch's `device` argument: `_to_copy(x, dtype, device)`
-    records one node, whose gradient goes back converted to x's dtype and moved to x's device."""
-
-    @staticmethod
-    def forward(ctx, x, dtype, device=None):
-        ctx.dtype, ctx.device = x.dtype, x.device
-        return redispatch("_to_copy", DispatchKey.Autograd, x, dtype, device)
-
-    @staticmethod
-    def backward(ctx, grad):
-        others = (None,) * (len(ctx.needs_input_grad) - 1)  # for dtype (and device, when it was given)
-        return (dispatch("_to_copy", grad, ctx.dtype, ctx.device),) + others
 
 
 def move(t: Tensor, device) -> Tensor:
@@ -1170,6 +1153,9 @@ def nll_loss_cuda(log_probs: Tensor, target: Tensor, weight, reduction: str, ign
     counted = labels != ignore_index
     one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
     losses = where(counted, -where(one_hot, scores, 0.0).sum(1), 0.0)
+    if weight is not None:  # each sample's class weight (0 if ignored): its loss is times it, the mean divides by all
+        counted = where(counted, where(one_hot, weight, 0.0).sum(1), 0.0)
+        losses = losses * counted
     if reduction == "none":
         return losses.reshape(()) if log_probs.dim() == 1 else losses
     total = losses.sum()
@@ -1183,11 +1169,13 @@ def nll_loss_backward_cuda(grad: Tensor, log_probs: Tensor, target: Tensor, weig
     scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
     labels = target.reshape(-1)
     counted = labels != ignore_index
+    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
+    if weight is not None:  # each sample's class weight, 0 if ignored
+        counted = where(counted, where(one_hot, weight, 0.0).sum(1), 0.0)
     sample = grad.reshape(-1).expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
     if reduction == "mean":
         count = counted.sum()
         sample = sample / where(count > 0, count, 1)
-    one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
     return where(one_hot, -sample.unsqueeze(1), 0.0).reshape(log_probs.shape)
 
 
@@ -1221,13 +1209,16 @@ def mode_fallback(op: str, *args, **kwargs):
 
 
 register_fallback(DispatchKey.Python, mode_fallback)
+# "to" is a composite, as torch's aten::to (CompositeImplicitAutograd): it turns into "_to_copy" (or into nothing)
+# before a mode sees it, so a mode logs the "_to_copy" that copies, as a TorchDispatchMode does.
+register_kernel("to", DispatchKey.Python)(OPS["to"].kernels[DispatchKey.CPU.priority])
 
 
 # The names of this chapter that later chapters may use (`from picotorch import ...`): the framework. Not the
 # exercises' aids: the tests' helpers stay in the test cells; the dispatcher is chapter 01's.
 __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU", "torch_device", "DeviceStorage", "wrap_torch",
            "empty_on", "parse_to", "device_keys", "common_device", "register_cuda_kernel",
-           "VIEWS", "cpu_kernel", "ToCopy", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
+           "VIEWS", "cpu_kernel", "move", "to_copy", "C_TYPES", "NUMPY_TYPES",
            "MATMULS", "MAX_BLOCKS", "ARITH", "COMPARE", "OP_CODES", "OPS_SOURCE", "family", "scalar", "cuda_source",
            "ALL_C_TYPES", "FAMILY_TYPES", "compiled_together", "Kernels", "launch_1d", "launch_2d", "FILL",
            "launch_fill", "full_like_cuda", "MAP", "launch_map", "STRIDED", "launch_map_strided", "copy_into",
