@@ -105,6 +105,7 @@ def bars(events, part: str | None = None, width: int = WIDTH) -> list:
 
 
 def colour(e) -> str:
+    """A bar's fill: the dtype its call returned (a range, which returns nothing, has its own)."""
     if not e["shapes"] and not e["out_dtypes"]:
         return RANGE_COLOUR
     return DTYPE_COLOURS.get((e["out_dtypes"] or e["dtypes"] or ["?"])[0], "#9d755d")
@@ -138,6 +139,7 @@ def averages(events) -> list:
 
 
 def svg(events, part: str | None = None) -> str:
+    """The timeline of `events` (or of the part named `part`) as nested bars, one row per depth, in SVG."""
     placed = bars(events, part)
     height = (max((b["event"]["depth"] for b in placed), default=0) + 1) * ROW + 4
     shapes = []
@@ -176,13 +178,16 @@ class TimelineExplorer:
 
     @property
     def title(self) -> str:
+        """The run shown now (float32, or under autocast)."""
         return self.titles[self.index]
 
     @property
     def events(self) -> list:
+        """The recorded calls of the run shown now."""
         return self.runs[self.title]
 
     def next_run(self) -> None:
+        """Show the next run, whole (the "Next run" button)."""
         self.index = (self.index + 1) % len(self.titles)
         self.part = None
         self._show()
@@ -215,6 +220,7 @@ class TimelineExplorer:
         return [b["event"] for b in bars(self.events, self.part)]
 
     def state(self) -> dict:
+        """What the widget shows now, as plain data (the tests read it): the run, the part, its bars and span."""
         start, end = window(self.events, self.part)
         return {"title": self.title, "part": self.part, "bars": len(bars(self.events, self.part)),
                 "span_us": end - start, "dtypes": sorted({d for e in self.events for d in e["out_dtypes"]}),

@@ -35,15 +35,14 @@
 # | `adaptive_avg_pool2d`, `AdaptiveAvgPool2d` | [`AdaptiveAveragePooling.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AdaptiveAveragePooling.cpp) | 5 |
 # | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 6 |
 # | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 7 |
-# | memory formats: `channels_last` strides, `is_contiguous`/`contiguous(memory_format=...)` | [`c10/core/MemoryFormat.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/MemoryFormat.h) | 8 |
-# | on the device: an im2col kernel in CUDA C; `conv2d` on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 9 |
+# | on the device: an im2col kernel in CUDA C; `conv2d` on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 8 |
 #
 # `Convolution.cpp`'s `_convolution` chooses an algorithm for each call: on a
 # GPU, cuDNN (which has its own im2col-free and Winograd/FFT kernels); on the
 # CPU, oneDNN (mkldnn) when it is built in, and otherwise `ConvolutionMM2d.cpp`,
 # the "slow" path — im2col and one GEMM per image, exactly what you build here.
 #
-# **Time:** about 7 hours — nine exercises.
+# **Time:** about 7 hours — eight exercises.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours, each
 # followed by its tests. The visible tests name each rule the prose states;
@@ -1563,188 +1562,7 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
            "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
 
 # %% [markdown]
-# ## 7. Memory formats
-#
-# A 4-D tensor's strides say in which order its dims lie in memory. The
-# default, **`contiguous_format`**, is `N, C, H, W` from the outside in: one
-# image's channels one after the other, each a plane of rows. Convolution
-# libraries prefer **`channels_last`** (NHWC): a pixel's channels side by side,
-# so a window's `C·kH·kW` values come in runs of `C`. In torch that is not a
-# new kind of tensor: the shape stays `(N, C, H, W)`, only the strides are a
-# permutation — a fresh channels_last tensor has
-#
-# ```
-# stride = (H·W·C, 1, W·C, C)
-# ```
-#
-# (the channels innermost, then the columns, the rows, the images; a size is
-# multiplied in as it is, 0 included).
-#
-# - `t.is_contiguous(memory_format=channels_last)`: the rule of chapter 01
-#   in the dim order `C, W, H, N` (innermost first): each dim of size other
-#   than 1 must step by the product of the sizes inside it; a dim of size 1
-#   is never stepped through, so its stride does not matter. Hence torch's
-#   **ambiguous** cases: an `(N, 1, H, W)` or `(N, C, 1, 1)` tensor is
-#   contiguous in both formats at once. Any tensor that is not 4-D is not
-#   channels_last-contiguous.
-# - `t.contiguous(memory_format=channels_last)`: `t` itself when it already
-#   is channels_last-contiguous (no copy, even with strides that differ from
-#   a fresh tensor's in size-1 dims); otherwise a copy with exactly the
-#   strides above (autograd must flow through it); a `RuntimeError` for a
-#   tensor that is not 4-D.
-# - With `memory_format=contiguous_format` (the default) both do what
-#   chapter 01's do (the given cell keeps those as `_is_contiguous_01` and
-#   `_contiguous_01`).
-#
-# Your convolution takes **either** layout already: its windows come from the
-# input's own strides (section 2), never from its shape. The tests check it
-# with channels_last inputs and weights, forward and backward.
-#
-# Write `channels_last_strides(shape)`, and the two methods.
-#
-# Real PyTorch: [`c10/core/MemoryFormat.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/MemoryFormat.h)
-# (`get_channels_last_strides_2d`), `compute_channels_last_contiguous_2d` in
-# [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h),
-# and the ambiguous cases in `is_channels_last_strides_2d_s4` of `MemoryFormat.h`.
-
-# %% reference=true
-from picotorch import add_methods
-
-
-class MemoryFormat:
-    """torch.contiguous_format, torch.channels_last: a name for an order of the dims in memory (no new storage kind)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-
-contiguous_format, channels_last = MemoryFormat("contiguous_format"), MemoryFormat("channels_last")
-if "_contiguous_01" not in vars(Tensor):  # chapter 01's methods, kept once: re-running this cell must not wrap them
-    Tensor._contiguous_01, Tensor._is_contiguous_01 = Tensor.contiguous, Tensor.is_contiguous
-__all__ += ["MemoryFormat", "contiguous_format", "channels_last", "channels_last_strides", "MemoryFormats"]
-
-# %% solution="ex_memory_format" reference=true
-def channels_last_strides(shape) -> tuple:
-    """The strides of a fresh channels_last tensor of shape (N, C, H, W)."""
-    ### BEGIN SOLUTION
-    n, c, h, w = shape
-    return (c * w * h, 1, c * w, c)
-    ### END SOLUTION
-
-
-@add_methods(Tensor)
-class MemoryFormats:
-    def is_contiguous(self, memory_format=contiguous_format) -> bool:
-        ### BEGIN SOLUTION
-        if memory_format is contiguous_format:
-            return self._is_contiguous_01()
-        if self.dim() != 4:
-            return False
-        expected = 1
-        for d in (1, 3, 2, 0):  # innermost first: C, then W, H, N
-            if self.shape[d] != 1:
-                if self.stride(d) != expected:
-                    return False
-                expected *= self.shape[d]
-        return True
-        ### END SOLUTION
-
-    def contiguous(self, memory_format=contiguous_format) -> Tensor:
-        ### BEGIN SOLUTION
-        if memory_format is contiguous_format:
-            return self._contiguous_01()
-        if self.dim() != 4:
-            raise RuntimeError("required rank 4 tensor to use channels_last format")
-        if self.is_contiguous(memory_format=channels_last):
-            return self
-        nhwc = self.permute(0, 2, 3, 1).contiguous()  # a copy with the channels innermost; autograd follows it
-        return nhwc.as_strided(tuple(self.shape), channels_last_strides(self.shape), nhwc.storage_offset())
-        ### END SOLUTION
-
-
-# %% tests="ex_memory_format" points=3
-FORMATS = {torch.contiguous_format: contiguous_format, torch.channels_last: channels_last}
-
-
-def expect_memory_format(t: torch.Tensor, what: str) -> None:
-    """is_contiguous and contiguous in both formats against torch's, for t (yours over t's memory: from_torch)."""
-    mine = from_torch(t)
-    for theirs_format, our_format in FORMATS.items():
-        call = f"is_contiguous(memory_format={theirs_format}) of {what} ({describe(t)})"
-        compare.assert_equal(call_yours(call, mine.is_contiguous, memory_format=our_format),
-                             t.is_contiguous(memory_format=theirs_format), call)
-        call = f"contiguous(memory_format={theirs_format}) of {what} ({describe(t)})"
-        result = same_outcome(lambda: mine.contiguous(memory_format=our_format),
-                              lambda: t.contiguous(memory_format=theirs_format), call, layout=True, base=t)
-        if result is not None and t.dim() == 4 and t.is_contiguous(memory_format=theirs_format):
-            if result[0] is not mine:
-                raise AssertionError(f"{call}: a new tensor, but torch returns the tensor itself when it is "
-                                     f"already contiguous in that format")
-
-
-x = torch.randn(2, 3, 4, 5)
-for theirs_format, our_format in FORMATS.items():
-    compare.assert_equal(repr(our_format), repr(theirs_format), "the memory format's repr")
-for shape in [(2, 3, 4, 5), (2, 3, 4, 1), (1, 3, 1, 4), (0, 3, 2, 2), (2, 0, 2, 2), (2, 3, 0, 2)]:
-    compare.assert_equal(call_yours(f"channels_last_strides({shape})", channels_last_strides, shape),
-                         torch.empty(shape, memory_format=torch.channels_last).stride(),
-                         f"channels_last_strides({shape}) (torch.empty({shape}, memory_format=torch.channels_last)"
-                         f".stride(); a size 0 multiplies in as it is)")
-expect_memory_format(x, "a contiguous x (NCHW: a channels_last copy)")
-expect_memory_format(x.contiguous(memory_format=torch.channels_last), "a channels_last x (itself; not NCHW-contiguous)")
-expect_memory_format(x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
-                     "x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2) (channels_last by hand)")
-expect_memory_format(x[:, :1], "an (N, 1, H, W) x (ambiguous: contiguous in both formats)")
-expect_memory_format(x[:, :, :1, :1], "an (N, C, 1, 1) x (ambiguous: contiguous in both formats)")
-expect_memory_format(x[:, :, :, :1], "an (N, C, H, 1) slice (its size-1 dim's stride does not matter)")
-expect_memory_format(x[:1, :, :1], "a (1, C, 1, W) slice")
-expect_memory_format(x.transpose(2, 3), "a transposed x")
-expect_memory_format(x.contiguous(memory_format=torch.channels_last)[:, :, ::2], "a channels_last x sliced with a step")
-expect_memory_format(torch.randn(2, 0, 2, 2), "an x with no channels")
-expect_memory_format(torch.randn(0, 3, 2, 2), "an empty batch")
-expect_memory_format(x[0], "a 3-D x (never channels_last; contiguous(memory_format=channels_last) raises)")
-grad_x = x.contiguous(memory_format=torch.channels_last)
-same_call(lambda t: t.contiguous(memory_format=FORMATS[torch.channels_last] if isinstance(t, Tensor) else
-                                 torch.channels_last) * 2, [x.transpose(2, 3)],
-          "contiguous(memory_format=channels_last) of a transposed x, times 2 (the gradient flows through the copy)",
-          ours=ours, grad=True)
-w = torch.randn(6, 3, 3, 3)
-expect_conv(grad_x, w.contiguous(memory_format=torch.channels_last), torch.randn(6), grad=True, padding=1,
-            what=" for a channels_last input and weight (either layout works)")
-expect_conv(grad_x, torch.randn(6, 1, 3, 2), grad=True, stride=(2, 1), groups=3,
-            what=" for a channels_last input, groups 3")
-print("visible tests passed — hidden tests try the same rules on new inputs at grading")
-### BEGIN HIDDEN TESTS
-def random_memory_format(draw):
-    shape = tuple(draw.choice([0, 1, 1, 2, 3, 4]) for _ in range(4))
-    t = draw.randn(shape)
-    choice = draw(0, 4)
-    if choice == 0:
-        t = t.contiguous(memory_format=torch.channels_last)
-    elif choice == 1:
-        t = t.permute(*draw.choice([(0, 2, 3, 1), (0, 3, 1, 2), (1, 0, 2, 3)])).contiguous()
-        t = t.reshape(shape) if draw.coin() else t
-    elif choice == 2:
-        t = draw.noncontiguous(t)
-    expect_memory_format(t, f"a tensor of shape {tuple(t.shape)}")
-
-
-def random_conv_layouts(draw):
-    x = draw.randn((draw(1, 3), draw(1, 4), draw(3, 7), draw(3, 7))).contiguous(memory_format=torch.channels_last)
-    w = draw.randn((draw(1, 4), x.shape[1], draw(1, 3), draw(1, 3)))
-    w = w.contiguous(memory_format=torch.channels_last) if draw.coin() else w
-    expect_conv(x, w, None, draw=draw, grad=True, padding=draw(0, 1), stride=draw(1, 2))
-
-
-for_random_inputs(random_memory_format, 30)
-for_random_inputs(random_conv_layouts, 10)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ## 8. On the device
+# ## 7. On the device
 #
 # Chapter 05's backend has no convolution yet: `conv2d` on an `emu` (or
 # `cuda`) tensor reaches the `CUDA` key, finds no kernel there, and says so.

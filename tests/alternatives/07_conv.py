@@ -142,15 +142,4 @@ ALTERNATIVES = {
             """        rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
         return super().forward(rows).reshape(n, h, w, c).permute(0, 3, 1, 2)""")),
     },
-    "channels_last strides by a loop, the copy through reshape(-1)": {
-        "ex_memory_format": _rewrite("ex_memory_format", ("""    n, c, h, w = shape
-    return (c * w * h, 1, c * w, c)""", """    strides, step = [0] * 4, 1
-    for d in (1, 3, 2, 0):
-        strides[d] = step
-        step *= shape[d]
-    return tuple(strides)"""), ("""        nhwc = self.permute(0, 2, 3, 1).contiguous()  # a copy with the channels innermost; autograd follows it
-        return nhwc.as_strided(tuple(self.shape), channels_last_strides(self.shape), nhwc.storage_offset())""",
-                                """        flat = self.permute(0, 2, 3, 1).reshape(-1).contiguous()  # (reshape may give a strided view)
-        return flat.as_strided(tuple(self.shape), channels_last_strides(self.shape), flat.storage_offset())""")),
-    },
 }

@@ -103,14 +103,34 @@ def test_the_modules_named_are_the_modules_built():
     assert _module_paths() == sorted(_reference_modules())
 
 
+def _all_of(tree: ast.Module) -> list | None:
+    """The module's __all__ as its top-level statements build it: `__all__ = [...]`, then any later section's
+    `__all__ += [...]` or `__all__ = __all__ + [...]` (a chapter's sections each add their names); None if none."""
+    names = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and \
+                    isinstance(value.left, ast.Name) and value.left.id == "__all__":
+                names = (names or []) + list(ast.literal_eval(value.right))
+            else:
+                names = list(ast.literal_eval(value))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == "__all__":
+            names = (names or []) + list(ast.literal_eval(node.value))
+    return names
+
+
+def test_all_counts_what_every_section_adds():
+    tree = ast.parse("__all__ = ['a']\n__all__ += ['b']\n__all__ = __all__ + ['c']\n")
+    assert _all_of(tree) == ["a", "b", "c"] and _all_of(ast.parse("x = 1\n")) is None
+
+
 @pytest.mark.parametrize("path", _module_paths())
 def test_each_chapter_module_declares_all(path):
     tree = ast.parse(_reference_modules()[path])
-    declared = [node for node in tree.body if isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
-    assert declared, f"{path} declares no __all__ (its public names, for `from picotorch import ...`)"
-    names = ast.literal_eval(declared[-1].value)
-    assert isinstance(names, list) and all(isinstance(n, str) for n in names), f"{path}: __all__ is a list of str"
+    names = _all_of(tree)
+    assert names is not None, f"{path} declares no __all__ (its public names, for `from picotorch import ...`)"
+    assert all(isinstance(n, str) for n in names), f"{path}: __all__ is a list of str"
     missing = sorted(set(names) - _module_names(tree))
     assert not missing, f"{path}: __all__ names what the module does not define: {missing}"
     assert len(set(names)) == len(names), f"{path}: __all__ names something twice"

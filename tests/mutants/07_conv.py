@@ -209,24 +209,4 @@ MUTANTS = {
         "NHWC rows (N·H·W, C) normalised, but reshaped back without the permutation": _wrong("ex_batchnorm2d", (
             "x.reshape(n, c, h * w)", "x.permute(0, 2, 3, 1).reshape(n * h * w, c)")),
     },
-    "ex_memory_format": {
-        "channels_last strides with a size 0 counted as 1": _wrong("ex_memory_format", (
-            "return (c * w * h, 1, c * w, c)", "return (max(c, 1) * max(w, 1) * max(h, 1), 1, max(c, 1) * max(w, 1), max(c, 1))")),
-        "channels_last strides in the order C, H, W, N": _wrong("ex_memory_format", (
-            "return (c * w * h, 1, c * w, c)", "return (c * w * h, 1, c, c * h)")),
-        "is_contiguous(channels_last) wants a fresh tensor's strides exactly (size-1 dims' strides matter)": _wrong(
-            "ex_memory_format", ("        expected = 1\n        for d in (1, 3, 2, 0):",
-                                 "        return tuple(self.stride()) == channels_last_strides(self.shape)\n        expected = 1\n"
-                                 "        for d in (1, 3, 2, 0):")),
-        "is_contiguous(channels_last) walks the dims C, H, W, N": _wrong("ex_memory_format", (
-            "for d in (1, 3, 2, 0):", "for d in (1, 2, 3, 0):")),
-        "is_contiguous ignores memory_format": _wrong("ex_memory_format", (
-            "        if memory_format is contiguous_format:\n            return self._is_contiguous_01()\n",
-            "        return self._is_contiguous_01()\n")),
-        "contiguous(channels_last) copies a tensor that already is channels_last": _wrong("ex_memory_format", (
-            "        if self.is_contiguous(memory_format=channels_last):\n            return self\n", "")),
-        "the channels_last copy made through NumPy (autograd cut off)": _wrong("ex_memory_format", (
-            "nhwc = self.permute(0, 2, 3, 1).contiguous()",
-            "nhwc = from_numpy(np.ascontiguousarray(self.permute(0, 2, 3, 1).numpy()))")),
-    },
 }

@@ -11,7 +11,7 @@ import torch
 
 from course.widgets.profiler_timeline import (RANGE_COLOUR, TimelineExplorer, averages, bars, explore,
                                               from_torch_calls, parse_run, part_names, tooltip)
-from widget_tree import buttons
+from widget_buttons import buttons
 
 
 def event(name, start, end, depth, shapes=(), dtypes=(), out_dtypes=(), nbytes=0):

@@ -492,57 +492,6 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
            "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
 
 
-from picotorch import add_methods
-
-
-class MemoryFormat:
-    """torch.contiguous_format, torch.channels_last: a name for an order of the dims in memory (no new storage kind)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-
-contiguous_format, channels_last = MemoryFormat("contiguous_format"), MemoryFormat("channels_last")
-if "_contiguous_01" not in vars(Tensor):  # chapter 01's methods, kept once: re-running this cell must not wrap them
-    Tensor._contiguous_01, Tensor._is_contiguous_01 = Tensor.contiguous, Tensor.is_contiguous
-__all__ += ["MemoryFormat", "contiguous_format", "channels_last", "channels_last_strides", "MemoryFormats"]
-
-
-def channels_last_strides(shape) -> tuple:
-    """The strides of a fresh channels_last tensor of shape (N, C, H, W)."""
-    n, c, h, w = shape
-    return (c * w * h, 1, c * w, c)
-
-
-@add_methods(Tensor)
-class MemoryFormats:
-    def is_contiguous(self, memory_format=contiguous_format) -> bool:
-        if memory_format is contiguous_format:
-            return self._is_contiguous_01()
-        if self.dim() != 4:
-            return False
-        expected = 1
-        for d in (1, 3, 2, 0):  # innermost first: C, then W, H, N
-            if self.shape[d] != 1:
-                if self.stride(d) != expected:
-                    return False
-                expected *= self.shape[d]
-        return True
-
-    def contiguous(self, memory_format=contiguous_format) -> Tensor:
-        if memory_format is contiguous_format:
-            return self._contiguous_01()
-        if self.dim() != 4:
-            raise RuntimeError("required rank 4 tensor to use channels_last format")
-        if self.is_contiguous(memory_format=channels_last):
-            return self
-        nhwc = self.permute(0, 2, 3, 1).contiguous()  # a copy with the channels innermost; autograd follows it
-        return nhwc.as_strided(tuple(self.shape), channels_last_strides(self.shape), nhwc.storage_offset())
-
-
 # What this section takes from chapter 05: its kernel API and launch geometry, the CUDA key's registration, the
 # backend's allocation, fill, copy and matmul launchers.
 from picotorch import (C_TYPES, MATMULS, MAX_BLOCKS, USE, Kernels, copy_into, cuda_source, empty_on, float32, float64,
