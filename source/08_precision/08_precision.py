@@ -5,6 +5,8 @@
 #     title: Precision and profiling
 #     files:
 #     - figures/bit_layouts.svg
+#     - figures/autocast_stack.svg
+#     - figures/loss_scaling.svg
 # ---
 
 # %% [markdown]
@@ -406,6 +408,8 @@ for dtype in (float16, bfloat16):
 # 2. then hands the call on **below itself**, with the key excluded, so that
 #    `Autograd` records the casts and the operator like any other calls.
 #
+# ![The dispatch keys of x @ w under autocast and the profiler, highest first: Profiler records the call, Autocast casts the inputs to bfloat16 and redispatches below itself, Autograd records the graph, the backend computes](figures/autocast_stack.svg)
+#
 # An operator in no list falls through: its inputs are used as they are,
 # and its own type promotion decides (a bfloat16 tensor plus a float32 one is
 # float32). Torch has a third policy, *promote* (cast to the widest input
@@ -715,6 +719,14 @@ for_random_inputs(random_autocast, 16)
 # larger — by the chain rule, the scale goes through every node — and lifted
 # out of the underflow. Before the optimizer uses them, divide them by $S$
 # again (**unscale**), in float32, where the weights' gradients live.
+#
+# The figure puts real gradients on a log2 line: those of chapter 04's MLP,
+# its loss shrunk by $2^{-20}$ as `train_mixed` does below. Nearly all fall
+# below float16's smallest subnormal, $2^{-24}$, and round to 0. Times
+# $S = 2^{16}$ each moves 16 powers of two up: almost all land in float16's
+# range, and none near its max.
+#
+# ![float16's subnormal and normal ranges and bfloat16's on a log2 scale, with a histogram of an MLP's shrunk gradients: almost all round to 0 in float16 until multiplied by 2 to the 16](figures/loss_scaling.svg)
 #
 # Too large a scale overflows instead: some gradient becomes `inf` or NaN.
 # So the scale is **dynamic**, as in torch's `GradScaler`:
