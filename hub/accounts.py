@@ -12,13 +12,16 @@ folder (source/, the gradebook, the submissions) from every student.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pwd
 import re
 import secrets
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -151,6 +154,48 @@ def remove(state: Path, names: list[str] | None = None) -> list[str]:
         created.remove(name)
         _remember(state, created)
     return gone
+
+
+def _processes_of(uids: dict[int, str], created: set[str]) -> list[int]:
+    """Processes the hub's users still run: every one of an account the hub made, and of an account it found
+    only those a hub server started (they carry JUPYTERHUB_USER): their owner's own logins are left alone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = uids.get(entry.stat().st_uid)
+            if name is None:
+                continue
+            if name not in created and b"JUPYTERHUB_USER=" not in (entry / "environ").read_bytes():
+                continue
+        except OSError:  # it ended while we looked
+            continue
+        found.append(int(entry.name))
+    return found
+
+
+def end_leftover_processes(names: list[str], state: Path, seconds: float = 10) -> list[str]:
+    """After JupyterHub stopped: end what its servers left running (a kernel or a terminal's child that
+    outlived its server), SIGTERM first, SIGKILL after `seconds`; returns the accounts that had any."""
+    uids = {}
+    for name in names:
+        with contextlib.suppress(KeyError):
+            uids[pwd.getpwnam(name).pw_uid] = name
+    created = set(created_accounts(state))
+    owners: set[str] = set()
+    for sig, wait in ((signal.SIGTERM, seconds), (signal.SIGKILL, 5)):
+        pids = _processes_of(uids, created)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                owners.add(uids.get(Path(f"/proc/{pid}").stat().st_uid, "?"))
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and _processes_of(uids, created):
+            time.sleep(0.2)
+    return sorted(owners - {"?"})
 
 
 def main(argv=None) -> int:

@@ -290,6 +290,9 @@ def serve(settings: Settings) -> int:
             break
         except KeyboardInterrupt:
             stop(None, None)
+    left = accounts.end_leftover_processes(list(settings.roles), settings.state)
+    if left:
+        say(f"ended what the servers of {', '.join(left)} left running")
     done = restore_repository(settings.state)
     if done:
         say(done)

@@ -14,6 +14,7 @@ after every submission instead, which is slower but leaves nothing behind.
 """
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -68,7 +69,35 @@ def _gpu_devices() -> list[str]:
     return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
 
 
-def command(staging: Path, limits: Limits, root_mode: bool) -> list[str]:
+def default_builds_dir() -> Path:
+    """Where a grader keeps the CUDA-emulator builds of its sandboxes' reference runs (kernel_cache.py):
+    $COURSE_GRADER_BUILDS, else ~/.cache/picotorch-grader/cuda-builds."""
+    env = os.environ.get("COURSE_GRADER_BUILDS")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-grader" / "cuda-builds"
+
+
+def keep_builds(folder: Path, builds: dict) -> int:
+    """Write the builds a supervisor handed over ({name: base64}) into `folder`, each whole or not at all;
+    how many were new. A name that is not a build's is ignored."""
+    from autograder.sandbox.kernel_cache import _BUILD_NAME
+    kept = 0
+    for name, data in builds.items():
+        if not (isinstance(name, str) and isinstance(data, str) and _BUILD_NAME.match(name)):
+            continue
+        target = folder / name
+        if target.exists():
+            continue
+        tmp = folder / f".{name}.{os.getpid()}.tmp"
+        tmp.write_bytes(base64.b64decode(data))
+        os.chmod(tmp, 0o644 if name.endswith(".o") else 0o755)
+        os.replace(tmp, target)
+        kept += 1
+    return kept
+
+
+def command(staging: Path, limits: Limits, root_mode: bool, builds: Path | None = None) -> list[str]:
     """The bwrap command line: what the sandbox can see, and nothing else."""
     args = [bwrap(), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
@@ -107,7 +136,10 @@ def command(staging: Path, limits: Limits, root_mode: bool) -> list[str]:
         args += ["--ro-bind", str(executable.resolve()), str(executable.resolve())]
     for device in _gpu_devices():  # a GPU is shown only where there is one: never faked
         args += ["--dev-bind", device, device]
-    args += ["--perms", "0755", "--dir", "/grading", "--ro-bind", str(staging), "/grading/in",
+    args += ["--perms", "0755", "--dir", "/grading", "--ro-bind", str(staging), "/grading/in"]
+    if builds is not None and builds.is_dir():
+        args += ["--ro-bind", str(builds), "/grading/cuda-trusted"]
+    args += [
              "--size", str(limits.disk_bytes), "--perms", "0755", "--tmpfs", "/grading/work",
              "--chdir", "/grading", "--clearenv",
              "--setenv", "PATH", f"{executable.parent}:/usr/bin:/bin",
@@ -122,7 +154,7 @@ class Sandbox:
 
     def __init__(self, preload: list[str] | None = None, limits: Limits | None = None,
                  warmup: list[str] | None = None, warmup_files: dict[str, Path] | None = None,
-                 staging: Path | None = None):
+                 staging: Path | None = None, builds: Path | None = None):
         self.preload = preload or []
         self.warmup = warmup or []
         self.warmup_files = warmup_files or {}
@@ -134,7 +166,14 @@ class Sandbox:
             staging = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
         staging.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.staging = staging
+        # the reference runs' compiled kernels, kept between sandboxes (kernel_cache.py); None: none kept
+        self.builds = default_builds_dir() if builds is None else builds
+        try:
+            self.builds.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:  # a read-only home: every sandbox compiles its reference kernels, as before
+            self.builds = None
         self.proc: subprocess.Popen | None = None
+        self.handed_over: dict = {}  # the builds the last start's reference run made (name: base64)
         self.uid: int | None = None
         self.jobs = 0
 
@@ -157,7 +196,7 @@ class Sandbox:
             (self.staging / ".warmup.json").write_text(json.dumps(self.warmup))
         env = dict(os.environ, COURSE_PRELOAD=json.dumps(self.preload))
         self.log = tempfile.TemporaryFile()
-        cmd = command(self.staging, self.limits, self.root_mode)
+        cmd = command(self.staging, self.limits, self.root_mode, self.builds)
         # bwrap's --clearenv drops COURSE_PRELOAD: hand it over explicitly
         at = cmd.index("--clearenv") + 1
         cmd[at:at] = ["--setenv", "COURSE_PRELOAD", env["COURSE_PRELOAD"]]
@@ -167,6 +206,12 @@ class Sandbox:
         if not ready or not ready.get("ready"):
             self.close()
             raise SandboxError("the grading sandbox did not start: " + self._log_tail())
+        self.handed_over = ready.get("builds") if isinstance(ready.get("builds"), dict) else {}
+        if self.builds is not None:
+            try:
+                keep_builds(self.builds, self.handed_over)
+            except (OSError, ValueError):  # a full disk costs the next sandbox its compile time, nothing else
+                pass
         # a fresh uid per sandbox: its process limit and its kill-all reach no one else's processes
         self.uid = random.randrange(200_000, 2 ** 30) if self.root_mode else None
 

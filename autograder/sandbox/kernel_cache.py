@@ -28,9 +28,21 @@ it once per sandbox (one per grader worker), not once per student.
 As an ordinary user (no uid of its own for the kernel) the sandbox is restarted
 for every submission, and so is this cache: only the reference run's builds are
 shared, within one submission.
+
+Across sandboxes, the reference run's builds are kept by the grader itself (the host
+side, autograder/sandbox/bubblewrap.py): the supervisor hands them over in its
+"ready" line, before any submission has run, and the next sandbox gets them back,
+read-only, at /grading/cuda-trusted, copied into its shared cache before its own
+reference run, which then compiles nothing it compiled before. Only those builds
+travel: never one made after a submission started. A grader restarted for every
+submission (an ordinary user) thus compiles the given kernels once, not once per
+student; the builds are the same files at the same path (/grading/cuda-cache, which
+a kernel's link to its runtime names), and their names are the SHA-256 of what went
+into them, the compiler's version included.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -41,10 +53,12 @@ import stat
 import time
 
 SHARED = "/grading/cuda-cache"
+TRUSTED = "/grading/cuda-trusted"  # the grader's builds from earlier sandboxes (read-only)
 STAGING = "/grading/cuda-staging"
 MAX_REQUESTS = 16  # per submission
 MAX_REQUEST_BYTES = 1 << 20
 MAX_SHARED_BYTES = 512 * 1024 ** 2
+MAX_HANDED_OVER_BYTES = 64 * 1024 ** 2  # in the ready line, base64
 _BUILD_NAME = re.compile(r"^(kernel-(?:(?:bounds|races)-)?[0-9a-f]{32}(?:\.so)?|libpicotorch-cuda-emu-[0-9a-f]{32}\.so"
                          r"|emu-host-[0-9a-f]{32}"
                          r"|(?:runtime|harness)-(?:bounds|races)-[0-9a-f]{32}\.o)$")
@@ -63,13 +77,48 @@ def enabled() -> bool:
     return os.path.isdir("/grading")  # inside a grading sandbox
 
 
-def prepare() -> None:
-    """Before the reference run: its builds go to the shared cache."""
+def prepare() -> set[str]:
+    """Before the reference run: its builds go to the shared cache, which starts with the grader's builds of
+    earlier sandboxes (their names are returned)."""
     if not enabled():
-        return
+        return set()
     os.makedirs(SHARED, mode=0o755, exist_ok=True)
     os.chmod(SHARED, 0o755)
     os.environ["COURSE_CUDA_CACHE"] = SHARED
+    return _seed_from_trusted()
+
+
+def _seed_from_trusted() -> set[str]:
+    """Copy the grader's builds of earlier sandboxes into the shared cache; the names copied."""
+    seeded = set()
+    if not os.path.isdir(TRUSTED):
+        return seeded
+    for name in os.listdir(TRUSTED):
+        path = os.path.join(TRUSTED, name)
+        if _BUILD_NAME.match(name) and stat.S_ISREG(os.lstat(path).st_mode):
+            shutil.copyfile(path, os.path.join(SHARED, name))
+            os.chmod(os.path.join(SHARED, name), 0o644 if name.endswith(".o") else 0o755)
+            seeded.add(name)
+    return seeded
+
+
+def reference_builds(seeded: set[str]) -> dict[str, str]:
+    """After the reference run, before any submission: {name: base64 of the file} of the builds it made that
+    the grader did not hand in (`seeded`), for the grader to keep for its next sandboxes."""
+    if not enabled():
+        return {}
+    handed, total = {}, 0
+    for name in sorted(os.listdir(SHARED)):
+        path = os.path.join(SHARED, name)
+        if name in seeded or not _BUILD_NAME.match(name) or not stat.S_ISREG(os.lstat(path).st_mode):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        total += len(data)
+        if total > MAX_HANDED_OVER_BYTES:
+            break
+        handed[name] = base64.b64encode(data).decode("ascii")
+    return handed
 
 
 def after_warmup() -> None:

@@ -441,8 +441,9 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints must not land in the protocol
     preload = json.loads(os.environ.get("COURSE_PRELOAD", "[]"))
-    kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
+    seeded = kernel_cache.prepare()  # the reference run's compiled kernels are shared with every submission
     failed = _warm(preload)
+    builds = kernel_cache.reference_builds(seeded)  # for the grader's next sandboxes: no submission has run yet
     kernel_cache.after_warmup()
     from autograder.sandbox import executor  # noqa: F401  (the kernel's code is the grader's: in the snapshot)
     from autograder.sandbox.integrity import Snapshot
@@ -452,7 +453,7 @@ def main() -> int:
         spec = importlib.util.find_spec(package)
         roots.update(os.path.dirname(p) for p in spec.submodule_search_locations)
     snapshot = Snapshot.take(tuple(sorted(r.rstrip("/") + "/" for r in roots)))
-    out.write(json.dumps({"ready": True, "preload_failed": failed, "uid": os.getuid()}) + "\n")
+    out.write(json.dumps({"ready": True, "preload_failed": failed, "uid": os.getuid(), "builds": builds}) + "\n")
     for line in sys.stdin:
         job = json.loads(line)
         try:

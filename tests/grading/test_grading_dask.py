@@ -262,6 +262,25 @@ def _workers_with_the_code_on_disk(cluster: DaskCluster) -> None:
         cluster.restart_workers()
 
 
+def _every_grader_warm(cluster: DaskCluster, chapter_id: str) -> None:
+    """Both workers hold a warm grader of the chapter before the run starts: a run whose workers warm up as it
+    goes may hand every submission to the first one ready (the forging test needs the forger to get some)."""
+    from autograder.grade import distributed
+    from autograder.grade.journal import course_version
+    from autograder.sandbox.bubblewrap import Limits
+    plugin = distributed.GraderPlugin(chapter_id, course_version(REPO, chapter_id), Limits())
+    states: dict = {}
+    with cluster.client() as client:
+        distributed.ensure_graders(client, plugin)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            states = {w: (s.get("key"), s["state"]) for w, s in distributed._statuses(client).items()}
+            if len(states) == 2 and all(v == (plugin.key, "ready") for v in states.values()):
+                return
+            time.sleep(0.5)
+    raise AssertionError(f"the workers' graders of {chapter_id} did not warm up in 300 s: {states}")
+
+
 def test_a_worker_killed_in_the_middle_of_a_submission_loses_and_doubles_nothing(cluster, graded, tmp_path):
     _workers_with_the_code_on_disk(cluster)
     kinds = {"k00": "slow", "k01": "wrong", "k02": "blank", "k03": "right"}
@@ -345,6 +364,7 @@ def test_a_worker_that_forges_results_is_refused_and_its_submissions_graded_agai
     and has the other grade the submission again: every student gets the local run's verdicts, once."""
     from autograder.grade.distributed import PLUGIN
     _workers_with_the_code_on_disk(cluster)
+    _every_grader_warm(cluster, "00_tour")
 
     def forge(dask_worker):  # nested: sent to the worker by value
         plugin = dask_worker.plugins[PLUGIN]

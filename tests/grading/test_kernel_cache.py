@@ -192,3 +192,33 @@ def test_a_native_attack_costs_its_exercise_only(grader, tmp_path):
     assert seen["ex_scale"][0] != "passed" and "launch process" in seen["ex_scale"][1], seen["ex_scale"]
     assert seen["ex_where"][0] == "passed" and seen["ex_readonly"][0] == "passed", seen
     assert not any("died" in n or "tamper" in n for n in result.notes), result.notes
+
+
+def test_a_new_sandbox_starts_with_the_reference_builds_of_the_last_and_never_a_students(tmp_path, monkeypatch):
+    """The reference run's builds outlive their sandbox: the grader keeps those the supervisor handed over
+    before any submission ran, and the next sandbox's reference run compiles nothing; a build made after a
+    submission (the student's own kernel, built again by the supervisor) is never handed over."""
+    import nbformat
+    monkeypatch.setenv("COURSE_GRADER_BUILDS", str(tmp_path / "builds"))
+    chapter = make_chapter(tmp_path / "repo", TEXT, "01_kernels")
+    first = Grader(chapter, tmp_path / "one")
+    try:
+        nb = nbformat.read(first.root / "release" / chapter.id / chapter.notebook.name, 4)
+        mine = tmp_path / "mine.ipynb"
+        nbformat.write(answer(nb, "ex_scale", own_scale(chapter)), mine)
+        assert statuses(first.grade("first", mine))["ex_scale"][0] == "passed"
+        handed = set(first.sandbox.handed_over)
+        kept = {p.name for p in (tmp_path / "builds").iterdir()}
+        assert handed and kept == handed, (handed, kept)
+        assert any(n.startswith("libpicotorch-cuda-emu-") for n in kept) and any(n.startswith("kernel-") for n in kept)
+        statuses(first.grade("second", mine))  # the supervisor now has the student's kernel: not the grader's
+        assert {p.name for p in (tmp_path / "builds").iterdir()} == kept
+    finally:
+        first.close()
+    second = Grader(chapter, tmp_path / "two")
+    try:
+        seen = statuses(second.grade("solution", chapter.notebook))
+        assert all(status == "passed" for status, _ in seen.values()), seen
+        assert second.sandbox.handed_over == {}, f"compiled again: {sorted(second.sandbox.handed_over)}"
+    finally:
+        second.close()
