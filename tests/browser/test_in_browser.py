@@ -92,6 +92,43 @@ def open_notebook(browser, lab, chapter):
     return page, page.locator(f"[id='{panel_id}']")
 
 
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
+    """One JupyterLab page for every chapter's pass, as a student keeps one tab open: loading JupyterLab costs
+    Chromium more CPU than running most chapters' cells does, so it is loaded once."""
+    base, token = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/lab?reset&token={token}")  # ?reset: an empty workspace
+    page.wait_for_function("window.jupyterapp?.restored", timeout=120_000)
+    page.evaluate("async () => { await window.jupyterapp.started; await window.jupyterapp.restored; }")
+    yield page
+    page.close()
+
+
+def open_in_lab_page(page, chapter):
+    """Open the chapter's notebook in the lab page, as a double click in the file browser does; returns the
+    locator of its panel once its kernel is there."""
+    page.evaluate("async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                  f"{chapter.id}/{chapter.notebook.name}")
+    page.wait_for_function("path => { const w = window.jupyterapp.shell.currentWidget;"
+                           " return w?.context?.path === path && w.sessionContext?.session?.kernel; }",
+                           arg=f"{chapter.id}/{chapter.notebook.name}", timeout=60_000)
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", state="attached",
+                           timeout=60_000)
+    panel_id = page.evaluate("window.jupyterapp.shell.currentWidget.id")
+    return page.locator(f"[id='{panel_id}']")
+
+
+_CLOSE_AND_SHUT_DOWN = """async () => {
+  // the chapter's tab closes with its kernel, unsaved outputs dropped (what the test ran is not the student's)
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.sessionContext) return;
+  await panel.sessionContext.shutdown();
+  panel.context.model.dirty = false;
+  panel.dispose();
+}"""
+
+
 # nbgrader's Validate button runs the whole notebook once more in nbgrader's own kernel: the button and its
 # dialog are the same for every chapter, so one chapter's pass shows a student what it says; that nbgrader
 # gives every chapter the course's points is tests/chapters/test_chapters.py::test_plain_nbgrader_gives_the_same_verdicts.
@@ -104,7 +141,7 @@ def widget_cells(chapter) -> int:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
-def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_solution(browser, lab, chapter):
+def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_solution(lab_page, chapter):
     """One pass as a student makes it (one pass per chapter keeps the suite's time in bounds): paste the
     first exercise's solution and save, run every cell in turn, see the prose, the stubs failing and the
     widgets answering a click, then `check()` (the last cell) passes it; in VALIDATED_IN_THE_BROWSER, nbgrader's
@@ -115,7 +152,8 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
     first = next(ex for ex in exercises(source).values() if not ex.manual)
     solution = source.cells[first.solution_cells[0]].source
     test_cell_source = source.cells[first.test_cells[0]].source.split("\n")[0]
-    page, panel = open_notebook(browser, lab, chapter)
+    page = lab_page
+    panel = open_in_lab_page(page, chapter)
     try:
         saved = page.evaluate(_PASTE_AND_SAVE, [first.solution_cells[0], solution])
         assert saved, f"the pasted solution of {first.id} never reached the file on disk (90 saves in 90 s)"
@@ -162,8 +200,9 @@ def test_a_student_runs_the_release_notebook_clicks_its_widgets_and_checks_a_sol
         page.screenshot(path=str(ARTIFACTS / f"{chapter.id}-validate.png"))
         assert "NotImplementedError" in report, "Validate must report the blank exercises as failing"
         assert test_cell_source not in report, f"Validate reports {first.id} as failing, but check() passed it"
+        page.keyboard.press("Escape")  # the Validate dialog
     finally:
-        page.close()
+        page.evaluate(_CLOSE_AND_SHUT_DOWN)
 
 
 @pytest.mark.parametrize("chapter", [c for c in CHAPTERS if widget_cells(c)], ids=lambda c: c.id)
