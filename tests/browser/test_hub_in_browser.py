@@ -4,7 +4,8 @@ of their own. The instructor releases 00_tour from formgrader; each student logs
 from the Assignment List, pastes an answer (one the solution, one a typical mistake), saves and
 submits; the instructor collects and grades from the grader page and sees the class report; the
 feedback is released, and each student fetches theirs and reads their own points and messages,
-with no hidden test in it. Then, on the same hub, what `make hub` must hold for everyone (logins, each
+with no hidden test in it. The due date passes, the instructor chooses the late policy on the grader page, one
+student submits again, late, and is graded alone (the other's unchanged submission is not). Then, on the same hub, what `make hub` must hold for everyone (logins, each
 account closed to the others, roles: tests/platform/test_hub.py's the_hub_keeps_each_account_to_itself)
 and, once it stops, that nothing it started is left. Screenshots of each step land in test-artifacts/hub/ (the README
 shows three of them, copied to docs/screenshots/hub-*.png).
@@ -13,6 +14,7 @@ Needs root (the hub makes Unix accounts), Debian's chromium and Playwright's Pyt
 """
 from __future__ import annotations
 
+import datetime
 import shutil
 import sys
 import time
@@ -26,7 +28,7 @@ from course.notebook import exercises
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))  # test_hub, whose checks this reuses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from hub_server import cleanup, make_class, running_hub  # noqa: E402
+from hub_server import classroom, cleanup, make_class, running_hub  # noqa: E402
 from test_hub import (CHAPTER, _mode, hidden_test_lines, the_hub_keeps_each_account_to_itself,  # noqa: E402
                       the_hub_stopped_everything_it_started, typical_mistake)
 
@@ -187,6 +189,7 @@ def _loop(browser, url, tc, ana, bo):
 
     _grade_and_release(teacher, url, tc, ana, bo)
     _students_read_their_feedback(students, url, ana, bo)
+    _a_late_resubmission_is_graded_alone(teacher, students[bo], url, tc, ana, bo)
 
 
 def _grade_and_release(teacher, url, tc, ana, bo):
@@ -231,6 +234,44 @@ def _grade_and_release(teacher, url, tc, ana, bo):
     assert asked and "grade by hand" in asked[0], asked
     shot(teacher, "07-instructor-releases-feedback")
 
+
+
+def _a_late_resubmission_is_graded_alone(teacher, page, url, tc, ana, bo):
+    """The due date passes (`hub/classroom.py due`) and the instructor chooses on the grader page that the latest
+    submission counts; bo corrects his mistake and submits again: his Assignment List says the new submission is
+    late and counts, and the next grading grades him alone, late, with every point."""
+    due = datetime.datetime.now(datetime.timezone.utc)
+    r = classroom(tc, "due", CHAPTER, due.strftime("%Y-%m-%d %H:%M:%S"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    time.sleep(1.1)
+    teacher.goto(f"{url}services/grader/", timeout=60_000)
+    policy = teacher.locator("form", has=teacher.locator(f"button[value='policy'][data-chapter='{CHAPTER}']"))
+    policy.locator("select").select_option("latest")
+    policy.locator("button[value='policy']").click()
+    teacher.wait_for_load_state()
+    assert "latest" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
+
+    open_lab(page, url, bo, f"{CHAPTER}/{CHAPTER}.ipynb")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=120_000)
+    assert page.evaluate(_PASTE_AND_SAVE, {str(k): v for k, v in answer(None).items()}), "the notebook did not save"
+    open_lab(page, url, bo)
+    assignment_list(page)
+    click_in_list(page, "fetched_assignments_list", "Submit")
+    submitted = page.locator("#submitted_assignments_list")
+    submitted.get_by_text("late by").first.wait_for(timeout=120_000)
+    shot(page, "09-b-student-resubmits-late")
+
+    teacher.goto(f"{url}services/grader/", timeout=60_000)
+    teacher.locator(f"button[value='grade'][data-chapter='{CHAPTER}']").click()
+    state, log = wait_for_job(teacher, url, 900)
+    assert state == "done", log
+    assert "1 new or changed, 1 unchanged" in log and "15/17" in log and "13/17" not in log, log
+    rows = {r.get_attribute("data-student"): r for r in teacher.locator("table#class tbody tr").all()}
+    headers = [h.strip() for h in teacher.locator("table#class thead th").all_inner_texts()]
+    late_by = next(i for i, h in enumerate(headers) if h.startswith("late by"))
+    assert rows[bo].locator("td").nth(late_by).inner_text().strip(), "bo's late submission is not shown late"
+    assert not rows[ana].locator("td").nth(late_by).inner_text().strip(), "ana submitted on time"
+    shot(teacher, "10-instructor-grades-the-late-resubmission")
 
 
 def _students_read_their_feedback(students, url, ana, bo):
