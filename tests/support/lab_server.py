@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,8 +66,33 @@ def started_make(target: str, args: list[str], pattern: str, *, seconds: float, 
 def running_lab(release: Path | None = None, lab_args: str = "", work: Path | None = None):
     """Yield (base URL, token) of `make lab`: serving `release` itself (RELEASE=), or else the working copy
     `work` (WORK=; default the repository's work/) that it makes from the repository's release/."""
-    port = free_port()
-    args = [f"PORT={port}"] + ([f"RELEASE={release}"] if release is not None else []) \
-        + ([f"WORK={work}"] if work is not None else []) + ([f"LAB_ARGS={lab_args}"] if lab_args else [])
-    with started_make("lab", args, rf"(http://127\.0\.0\.1:{port})/lab\?token=(\w+)", seconds=120) as found:
-        yield found.groups()
+    for attempt in (1, 2):
+        port = free_port()
+        args = [f"PORT={port}"] + ([f"RELEASE={release}"] if release is not None else []) \
+            + ([f"WORK={work}"] if work is not None else []) + ([f"LAB_ARGS={lab_args}"] if lab_args else [])
+        output: list[str] = []
+        with started_make("lab", args, rf"(http://127\.0\.0\.1:{port})/lab\?token=(\w+)", seconds=120,
+                          output=output) as found:
+            base, token = found.groups()
+            if _answers(f"{base}/api/status?token={token}", seconds=60):
+                yield base, token
+                return
+        # It printed its URL, then stopped answering (seen once at a suite's busy start): say what it printed,
+        # and try once more on another port.
+        if attempt == 2:
+            raise AssertionError("make lab printed its URL but never answered on it:\n" + "".join(output[-30:]))
+
+
+def _answers(url: str, seconds: float) -> bool:
+    """Whether `url` answers 200 within `seconds`."""
+    import urllib.request
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
