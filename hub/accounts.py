@@ -156,6 +156,15 @@ def remove(state: Path, names: list[str] | None = None) -> list[str]:
     return gone
 
 
+def _uid_of(proc: Path) -> int:
+    """The effective uid of the process at /proc/PID (what `ps -u` selects by; the folder's owner is root for a
+    process that is not dumpable)."""
+    for line in (proc / "status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[2])
+    raise OSError(f"no Uid line in {proc}/status")
+
+
 def _processes_of(uids: dict[int, str], created: set[str]) -> list[int]:
     """Processes the hub's users still run: every one of an account the hub made, and of an account it found
     only those a hub server started (they carry JUPYTERHUB_USER): their owner's own logins are left alone."""
@@ -164,12 +173,12 @@ def _processes_of(uids: dict[int, str], created: set[str]) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            name = uids.get(entry.stat().st_uid)
+            name = uids.get(_uid_of(entry))
             if name is None:
                 continue
             if name not in created and b"JUPYTERHUB_USER=" not in (entry / "environ").read_bytes():
                 continue
-        except OSError:  # it ended while we looked
+        except (OSError, ValueError):  # it ended while we looked
             continue
         found.append(int(entry.name))
     return found
@@ -189,8 +198,8 @@ def end_leftover_processes(names: list[str], state: Path, seconds: float = 10) -
         if not pids:
             break
         for pid in pids:
-            with contextlib.suppress(OSError):
-                owners.add(uids.get(Path(f"/proc/{pid}").stat().st_uid, "?"))
+            with contextlib.suppress(OSError, ValueError):
+                owners.add(uids.get(_uid_of(Path(f"/proc/{pid}")), "?"))
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and _processes_of(uids, created):

@@ -167,10 +167,10 @@ class Sandbox:
         staging.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.staging = staging
         # the reference runs' compiled kernels, kept between sandboxes (kernel_cache.py); None: none kept
-        self.builds = default_builds_dir() if builds is None else builds
         try:
+            self.builds = default_builds_dir() if builds is None else builds
             self.builds.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:  # a read-only home: every sandbox compiles its reference kernels, as before
+        except (OSError, RuntimeError):  # no home, or a read-only one: each sandbox compiles them, as before
             self.builds = None
         self.proc: subprocess.Popen | None = None
         self.handed_over: dict = {}  # the builds the last start's reference run made (name: base64)

@@ -115,6 +115,29 @@ def test_stopping_gives_the_repository_back_its_mode(tmp_path):
     assert _mode(repo) == 0o755 and start.restore_repository(state) is None
 
 
+def test_stopping_ends_what_the_servers_left_and_no_ones_own_login(tmp_path):
+    """After JupyterHub stops, `make hub` ends what its servers left running: for an account it did not make
+    ('nobody' here), only processes a hub server started (they carry JUPYTERHUB_USER), never the owner's own."""
+    import pwd
+    import accounts
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' account here")
+    own = subprocess.Popen(["runuser", "-u", "nobody", "--", "sleep", "120"])
+    left = subprocess.Popen(["runuser", "-u", "nobody", "--", "env", "JUPYTERHUB_USER=nobody", "sleep", "120"])
+    try:
+        time.sleep(1)
+        assert accounts.end_leftover_processes(["nobody"], tmp_path, seconds=5) == ["nobody"]
+        assert left.wait(timeout=10) is not None
+        assert own.poll() is None, "the account's own process was ended"
+    finally:
+        own.kill()
+        left.kill()
+        own.wait()
+        left.wait()
+
+
 # ---------------------------------------------------------------- formgrader as the course uses it (no hub)
 
 FORMGRADER_HIDDEN = {"manage_assignments.tpl": {"Generate", "Collect", "Generate Feedback", "Release Feedback"},
