@@ -81,10 +81,10 @@ def default_builds_dir() -> Path:
 def keep_builds(folder: Path, builds: dict) -> int:
     """Write the builds a supervisor handed over ({name: base64}) into `folder`, each whole or not at all;
     how many were new. A name that is not a build's is ignored."""
-    from autograder.sandbox.kernel_cache import _BUILD_NAME
+    from autograder.sandbox.kernel_cache import is_build_name
     kept = 0
     for name, data in builds.items():
-        if not (isinstance(name, str) and isinstance(data, str) and _BUILD_NAME.match(name)):
+        if not (isinstance(name, str) and isinstance(data, str) and is_build_name(name)):
             continue
         target = folder / name
         if target.exists():

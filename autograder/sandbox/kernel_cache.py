@@ -72,6 +72,11 @@ def build_timeout_s() -> float:
     return compile_timeout_s()
 
 
+def is_build_name(name: str) -> bool:
+    """Whether `name` is the name of an emulator build (what the shared cache and the grader's copy may hold)."""
+    return bool(_BUILD_NAME.match(name))
+
+
 def enabled() -> bool:
     """Whether this process runs inside a grading sandbox (where the shared kernel cache is)."""
     return os.path.isdir("/grading")  # inside a grading sandbox
