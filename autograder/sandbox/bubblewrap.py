@@ -81,7 +81,7 @@ def default_builds_dir() -> Path:
 def keep_builds(folder: Path, builds: dict) -> int:
     """Write the builds a supervisor handed over ({name: base64}) into `folder`, each whole or not at all;
     how many were new. A name that is not a build's is ignored."""
-    from autograder.sandbox.kernel_cache import is_build_name
+    from autograder.sandbox.kernel_cache import build_mode, is_build_name
     kept = 0
     for name, data in builds.items():
         if not (isinstance(name, str) and isinstance(data, str) and is_build_name(name)):
@@ -91,7 +91,7 @@ def keep_builds(folder: Path, builds: dict) -> int:
             continue
         tmp = folder / f".{name}.{os.getpid()}.tmp"
         tmp.write_bytes(base64.b64decode(data))
-        os.chmod(tmp, 0o644 if name.endswith(".o") else 0o755)
+        os.chmod(tmp, build_mode(name))
         os.replace(tmp, target)
         kept += 1
     return kept

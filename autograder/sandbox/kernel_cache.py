@@ -77,6 +77,11 @@ def is_build_name(name: str) -> bool:
     return bool(_BUILD_NAME.match(name))
 
 
+def build_mode(name: str) -> int:
+    """The mode a build is kept with: objects readable, libraries and programs also executable."""
+    return 0o644 if name.endswith(".o") else 0o755
+
+
 def enabled() -> bool:
     """Whether this process runs inside a grading sandbox (where the shared kernel cache is)."""
     return os.path.isdir("/grading")  # inside a grading sandbox
@@ -102,7 +107,7 @@ def _seed_from_trusted() -> set[str]:
         path = os.path.join(TRUSTED, name)
         if _BUILD_NAME.match(name) and stat.S_ISREG(os.lstat(path).st_mode):
             shutil.copyfile(path, os.path.join(SHARED, name))
-            os.chmod(os.path.join(SHARED, name), 0o644 if name.endswith(".o") else 0o755)
+            os.chmod(os.path.join(SHARED, name), build_mode(name))
             seeded.add(name)
     return seeded
 
@@ -137,7 +142,7 @@ def after_warmup() -> None:
         if not _BUILD_NAME.match(name) or not stat.S_ISREG(os.lstat(path).st_mode):
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
             continue
-        os.chmod(path, 0o644 if name.endswith(".o") else 0o755)
+        os.chmod(path, build_mode(name))
 
 
 def _read_untrusted(path: str) -> dict | None:
@@ -256,7 +261,7 @@ def share(requests: list[dict], uid: int | None) -> int:
             continue
         tmp = os.path.join(SHARED, f".{name}.{os.getpid()}.tmp")
         shutil.copyfile(path, tmp)  # a copy: the supervisor's own file, not the builder's
-        os.chmod(tmp, 0o755 if not name.endswith(".o") else 0o644)
+        os.chmod(tmp, build_mode(name))
         os.replace(tmp, target)
         copied += 1
     shutil.rmtree(STAGING, ignore_errors=True)

@@ -274,7 +274,8 @@ def _every_grader_warm(cluster: DaskCluster, chapter_id: str) -> None:
         distributed.ensure_graders(client, plugin)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            states = {w: (s.get("key"), s["state"]) for w, s in distributed._statuses(client).items()}
+            replies = client.run(distributed.worker_status, on_error="return")
+            states = {w: (s.get("key"), s.get("state")) for w, s in replies.items() if isinstance(s, dict)}
             if len(states) == 2 and all(v == (plugin.key, "ready") for v in states.values()):
                 return
             time.sleep(0.5)
