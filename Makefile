@@ -46,12 +46,14 @@ test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup
 
 # Every chapter's solution under 50 seeds of its hidden tests' inputs (`make test` tries 3), and the checks of the
-# grader's machinery that `make test` runs on three chapters (plain nbgrader's verdicts, check()'s wrong answer) on
-# every chapter: before a release, and whenever a test's inputs or tolerances change (tests/chapters/test_seed_sweep.py).
+# machinery that `make test` runs on three chapters (plain nbgrader's verdicts, check()'s wrong answer, a student's
+# pass in JupyterLab in Chromium) on every chapter: before a release, and whenever a test's inputs or tolerances
+# change (tests/chapters/test_seed_sweep.py).
 sweep: setup
 	COURSE_SWEEP_SEEDS=50 COURSE_EVERY_CHAPTER=1 $(VENV)/python -m pytest -n auto --dist loadgroup \
 		tests/chapters/test_seed_sweep.py tests/chapters/test_chapters.py::test_plain_nbgrader_gives_the_same_verdicts \
-		tests/kit/test_check.py::test_wrong_answer_fails_with_its_teaching_message_and_nothing_hidden_runs
+		tests/kit/test_check.py::test_wrong_answer_fails_with_its_teaching_message_and_nothing_hidden_runs \
+		tests/browser/test_in_browser.py
 
 build: setup
 	$(VENV)/autograder build

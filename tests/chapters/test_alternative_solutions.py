@@ -14,7 +14,7 @@ from autograder.chapters import Chapter
 from conftest import CHAPTERS
 from course.notebook import exercises
 from course.verdicts import verdict_from_error
-from notebook_runs import chapter_file, run_variants
+from notebook_runs import chapter_file, chapter_group, run_variants
 
 pytestmark = pytest.mark.slow
 ALTERNATIVES_DIR = Path(__file__).resolve().parents[1] / "alternatives"
@@ -68,7 +68,7 @@ def test_every_chapter_has_alternative_solutions():
             assert cells and set(cells) <= auto, f"{chapter.id}: {name!r} replaces {set(cells) - auto or 'nothing'}"
 
 
-@pytest.mark.parametrize("chapter", GRADED_CHAPTERS, ids=[c.id for c in GRADED_CHAPTERS])
+@pytest.mark.parametrize("chapter", [pytest.param(c, id=c.id, marks=chapter_group(c)) for c in GRADED_CHAPTERS])
 def test_alternative_solutions_earn_every_point(chapter):
     alternatives = alternatives_of(chapter)
     if not alternatives:

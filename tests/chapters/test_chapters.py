@@ -15,17 +15,17 @@ import pytest
 from autograder.grade.grader import Grader
 from conftest import CHAPTERS, MACHINERY_CHAPTERS, REPO
 from course.notebook import exercises
-from notebook_runs import copy_chapter_folder, mutant_verdicts, mutants_of, mutated_notebook, run_in_copy
+from notebook_runs import (chapter_group, copy_chapter_folder, mutant_verdicts, mutants_of, mutated_notebook,
+                          run_in_copy)
 
 pytestmark = pytest.mark.slow
-chapter_ids = [c.id for c in CHAPTERS]
 
 
 def _per_chapter(chapter):
-    """A chapter's graded tests form an xdist group of their own: its notebooks are graded once, on one worker,
-    and the chapters are graded side by side on the others (one group for all of them held one worker for
-    twenty minutes)."""
-    return pytest.param(chapter, id=chapter.id, marks=pytest.mark.xdist_group(f"graded_{chapter.id}"))
+    """A chapter's tests form an xdist group of their own (notebook_runs.chapter_group): its notebooks are graded
+    once, on one worker, and the chapters are graded side by side on the others (one group for all of them held one
+    worker for twenty minutes)."""
+    return pytest.param(chapter, id=chapter.id, marks=chapter_group(chapter))
 
 
 GRADED_CHAPTERS = [_per_chapter(c) for c in CHAPTERS]
@@ -72,7 +72,7 @@ def test_every_automatic_exercise_has_mutants():
 VISIBLE_SHARE = 0.9  # issue 36: a pass means passed
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_ids)
+@pytest.mark.parametrize("chapter", GRADED_CHAPTERS)
 def test_tests_reject_typical_mistakes(chapter):
     """Each typical wrong answer (tests/mutants/<chapter>.py), put in place of its exercise's solution in the
     source notebook, must make that exercise fail, with a message; and the VISIBLE tests alone (what a student runs

@@ -13,19 +13,14 @@ tolerances change (COURSE_SWEEP_SEEDS sets any other count).
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from conftest import CHAPTERS
 from course.notebook import exercises
-from notebook_runs import copy_chapter_folder
+from notebook_runs import ChapterRunner, chapter_group, run_fresh_runner
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +41,9 @@ def _chunks():
         n_chunks = -(-len(seeds) * _SECONDS_PER_SEED.get(chapter.id, 1) // _SECONDS_PER_CHUNK)
         for k in range(n_chunks):  # chunks of equal size: no chunk of two seeds paying a whole first run
             part = seeds[k * len(seeds) // n_chunks:(k + 1) * len(seeds) // n_chunks]
-            yield pytest.param(chapter, part, id=f"{chapter.id}-seeds-{part[0]}-{part[-1]}")
+            # one chunk runs with the chapter's other tests, forked from their runner; several spread over the workers
+            marks = [chapter_group(chapter)] if n_chunks == 1 else []
+            yield pytest.param(chapter, part, id=f"{chapter.id}-seeds-{part[0]}-{part[-1]}", marks=marks)
 
 
 def sweep(chapter, seeds: list[int]) -> dict:
@@ -54,14 +51,8 @@ def sweep(chapter, seeds: list[int]) -> dict:
     test_cells = {i: e for e, ex in exercises(nb).items() if not ex.manual for i in ex.test_cells}
     spec = {"cells": [c.source if c.cell_type == "code" else "" for c in nb.cells],
             "test_cells": {str(i): e for i, e in test_cells.items()}, "seeds": seeds}
-    with tempfile.TemporaryDirectory() as tmp:
-        copy_chapter_folder(chapter, Path(tmp))
-        spec["cwd"] = tmp
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "support" / "seed_sweep.py")],
-                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"the seed sweep of {chapter.id} failed to run:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout)
+    served = ChapterRunner.of(chapter).ask({"sweep": spec})
+    return served if served is not None else run_fresh_runner(chapter, "seed_sweep.py", spec)
 
 
 @pytest.mark.parametrize("chapter, seeds", list(_chunks()))

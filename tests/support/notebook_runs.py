@@ -1,6 +1,8 @@
 """Running a chapter's notebooks the way the tests need: whole, or mutated in one exercise."""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import importlib.util
 import json
@@ -69,15 +71,92 @@ def chapter_file(folder: Path, chapter: Chapter):
 def run_variants(chapter: Chapter, variants: list[list[str]]) -> list[list]:
     """For each variant (the sources of a notebook's cells, "" for a markdown cell), [cell index, exception name,
     message] of every cell that raised: all run in one process (tests/support/run_variants.py) in a copy of the chapter's
-    folder."""
+    folder, forked from the chapter's runner (ChapterRunner) where one serves it."""
+    served = ChapterRunner.of(chapter).ask({"variants": variants})
+    if served is not None:
+        return served
+    return run_fresh_runner(chapter, "run_variants.py", {"variants": variants})
+
+
+def run_fresh_runner(chapter: Chapter, script: str, spec: dict):
+    """tests/support/`script`'s answer to `spec`, in a new process in a temporary copy of the chapter's folder."""
     with tempfile.TemporaryDirectory() as tmp:
         copy_chapter_folder(chapter, Path(tmp))
-        spec = {"cwd": tmp, "variants": variants}
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name("run_variants.py"))],
-                              input=json.dumps(spec), capture_output=True, text=True, timeout=1800)
+        done = subprocess.run([sys.executable, str(HELPERS / script)], input=json.dumps({**spec, "cwd": tmp}),
+                              capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        raise RuntimeError(f"the variant runner failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"tests/support/{script} failed on {chapter.id}:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
+
+
+def chapter_group(chapter: Chapter):
+    """The xdist group of a chapter's notebook runs (tests/chapters/): its sandboxed grading, its typical mistakes,
+    alternatives and seed sweep go to one worker, whose ChapterRunner and grader they share, while the other
+    chapters run side by side on the other workers."""
+    import pytest
+    return pytest.mark.xdist_group(f"chapter_{chapter.id}")
+
+
+class ChapterRunner:
+    """One `run_variants.py --serve` process per chapter for this test worker: the chapter's imports and given code
+    (the cells before its first exercise) run once, and the typical mistakes, the alternatives and the seed sweep
+    of the chapter each fork from there (a fresh runner's start, torch's import included, costs some 3 CPU-seconds;
+    tests/chapters/ puts a chapter's tests in one xdist group, so that one worker serves them all). Kept for the
+    worker's life, the two most recent at most."""
+
+    KEPT = 2
+    _running: dict[str, "ChapterRunner"] = {}
+
+    @classmethod
+    def of(cls, chapter: Chapter) -> "ChapterRunner":
+        if chapter.id not in cls._running:
+            while len(cls._running) >= cls.KEPT:
+                cls._running.pop(next(iter(cls._running))).close()
+            cls._running[chapter.id] = cls(chapter)
+        cls._running[chapter.id] = cls._running.pop(chapter.id)  # the most recent last
+        return cls._running[chapter.id]
+
+    def __init__(self, chapter: Chapter):
+        nb = nbformat.read(chapter.notebook, as_version=4)
+        first = min(i for ex in exercises(nb).values() for i in ex.solution_cells)
+        self.folder = tempfile.TemporaryDirectory()
+        copy_chapter_folder(chapter, Path(self.folder.name))
+        self.process = subprocess.Popen([sys.executable, str(HELPERS / "run_variants.py"), "--serve"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        prefix = [c.source if c.cell_type == "code" else "" for c in nb.cells[:first]]
+        self.ready = self._exchange({"cwd": self.folder.name, "prefix": prefix}) == {"ready": True}
+
+    def _exchange(self, message: dict) -> dict | None:
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+            return json.loads(line) if line else None
+        except (OSError, ValueError):
+            return None
+
+    def ask(self, request: dict):
+        """The request's result, or None where this runner cannot serve it (the caller runs it fresh)."""
+        reply = self._exchange(request) if self.ready else None
+        if reply is None:
+            self.ready = False
+        return None if reply is None or "refused" in reply else reply["result"]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.folder.cleanup()
+
+
+@atexit.register
+def _close_the_chapter_runners() -> None:
+    while ChapterRunner._running:
+        ChapterRunner._running.popitem()[1].close()
 
 
 def mutated_notebook(chapter: Chapter, exercise: str, code: str, judged: str | None = None,

@@ -19,6 +19,15 @@ Slower, and the same verdicts.
 
 Input (stdin): {"cwd": folder, "variants": [[cell source, ...], ...]}
 Output (stdout): one JSON list per variant: [[cell index, exception name, message], ...]
+
+`--serve` keeps one process per chapter for all of a test worker's runs of it (tests/support/notebook_runs.py):
+the cells before the chapter's first exercise (its imports and given code, the same in every variant, a mutant,
+an alternative or the solution under many seeds) run once, and each request is served by a child forked from
+that state, as a fresh runner would have run it from the first cell. Requests and replies are a JSON line each:
+first {"cwd": folder, "prefix": [cell source, ...]}, answered {"ready": true}; then {"variants": [...]} or
+{"sweep": {"cells", "test_cells", "seeds"}} (tests/support/seed_sweep.py), answered {"result": ...}, or
+{"refused": why} for a request that does not start with the prefix or cannot be forked (the caller then runs
+it in a fresh process).
 """
 from __future__ import annotations
 
@@ -156,10 +165,10 @@ def run_variants(variants: list[list[str]]) -> list[list]:
     return [found[v] for v in range(len(variants))]
 
 
-def main() -> None:
-    spec = json.load(sys.stdin)
-    os.chdir(spec["cwd"])
-    sys.path.insert(0, spec["cwd"])
+def _enter(cwd: str) -> None:
+    """Work where a kernel of the chapter would: in its folder, its packages importable."""
+    os.chdir(cwd)
+    sys.path.insert(0, cwd)
     os.environ["COURSE_CHECK_RUNNING"] = "1"  # a check() in a cell must not start another check
     # Forked children must not inherit a busy OpenMP pool (libgomp does not survive fork); one
     # thread is also what the grading sandbox gives each kernel. Set before the cells import torch or
@@ -167,8 +176,67 @@ def main() -> None:
     # every runner seconds, runners whose cells never use it included).
     for threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[threads] = "1"
+
+
+def _stream_watch() -> list[bool]:
+    """[flag] set when a cell draws from course.inputs or reads its seed (its audit event); a prefix that did
+    could not be shared by requests whose stream starts at another seed."""
+    asked = [False]
+
+    def hook(event, args):
+        if event == "course.inputs" and args[0] not in ("drawn", "repeating"):
+            asked[0] = True
+
+    sys.addaudithook(hook)
+    return asked
+
+
+def _serve_one(request: dict, prefix: list[str], namespace: dict, errors: list) -> dict:
+    """The reply to one request, computed in a child forked from the prefix's state."""
+    if "sweep" in request:
+        import seed_sweep
+        spec = request["sweep"]
+        if spec["cells"][: len(prefix)] != prefix:
+            return {"refused": "the notebook does not start with the prefix"}
+        test_cells = {int(i): e for i, e in spec["test_cells"].items()}
+        found = _in_child(lambda: {0: seed_sweep.sweep(spec["cells"], test_cells, spec["seeds"], namespace,
+                                                       start=len(prefix), setup=errors)})
+        return {"refused": "the sweep's process died"} if found is None else {"result": found[0]}
+    variants = request["variants"]
+    if any(cells[: len(prefix)] != prefix for cells in variants):
+        return {"refused": "a variant does not start with the prefix"}
+    found = _in_child(lambda: _run_group(dict(enumerate(variants)), len(prefix), namespace, errors))
+    if found is None:
+        return {"refused": "the runner died before the variants parted"}
+    return {"result": [found[v] for v in range(len(variants))]}
+
+
+def serve() -> None:
+    """`--serve`: the module docstring's protocol, until stdin closes."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what a cell prints must not land in the protocol
+    spec = json.loads(sys.stdin.readline())
+    _enter(spec["cwd"])
+    signal.signal(signal.SIGALRM, _alarm)
+    prefix, namespace, asked = spec["prefix"], {"__name__": "__main__"}, _stream_watch()
+    signal.alarm(VARIANT_TIMEOUT_S)
+    errors = [e for i, source in enumerate(prefix) if (e := _run_cell(i, source, namespace))]
+    signal.alarm(0)
+    gc.freeze()
+    refused = ("the prefix drew from course.inputs" if asked[0] else
+               "the prefix used CUDA, which a fork cannot use again" if not _fork_is_safe() else None)
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        reply = {"refused": refused} if refused else _serve_one(request, prefix, namespace, errors)
+        out.write(json.dumps(reply) + "\n")
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    _enter(spec["cwd"])
     sys.stdout.write(json.dumps(run_variants(spec["variants"])))
 
 
 if __name__ == "__main__":
-    main()
+    serve() if sys.argv[1:] == ["--serve"] else main()

@@ -61,12 +61,16 @@ def _rerun(cells: list[str], random_cells: dict[int, str], seeds: list[int], nam
     return failures
 
 
-def sweep(cells: list[str], test_cells: dict[int, str], seeds: list[int]) -> dict:
+def sweep(cells: list[str], test_cells: dict[int, str], seeds: list[int], namespace: dict | None = None,
+          start: int = 0, setup: list | None = None) -> dict:
+    """The module docstring's output. `namespace`, `start`, `setup`: cells[:start] already ran there, with those
+    errors, and drew nothing from course.inputs (run_variants.py --serve shares a chapter's first cells)."""
     from course import inputs
 
-    namespace = {"__name__": "__main__"}
+    namespace = {"__name__": "__main__"} if namespace is None else namespace
+    setup = list(setup or [])
     inputs.reseed(seeds[0])
-    setup = [[i, *error] for i, source in enumerate(cells) if (error := _run(source, i, namespace))]
+    setup += [[i, *error] for i, source in enumerate(cells) if i >= start and (error := _run(source, i, namespace))]
     # What the notebook's first run left (torch, the chapter, its tests' helpers) stays for every seed: frozen,
     # the collector no longer walks it, so a test's gc.collect() (or an automatic full collection in a deep
     # graph) costs what that test made, as in a fresh kernel, not the whole heap of this process (half of
