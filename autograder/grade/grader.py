@@ -212,12 +212,15 @@ class Grader:
                  generated: Path | None = None):
         """`generated`: a folder where the course folder generate_assignment makes is kept for the
         next grader of the same chapter, version and limits (grade/journal.py's `generated_folder`),
-        so that only the first pays for generating it (5-10 s of nbgrader)."""
+        so that only the first pays for generating it (5-10 s of nbgrader); by default this machine's
+        (`machine_generated`), which every run of the same chapter version shares."""
         self.chapter = chapter
         self.root = workdir
         self.source_nb = read_notebook(chapter.notebook)
         nbgrader_env.stamp_in_process()  # its throwaway gradebook's alembic stamp, without a command per grader
         self.api = nbgrader_env.api(workdir, db_url, **{"Autograde.autograde_preprocessors": _preprocessors()})
+        if generated is None and db_url is None:
+            generated = machine_generated(chapter)
         generated = generated if db_url is None else None  # a gradebook elsewhere is not this folder's to copy
         if not copy_generated(generated, workdir):
             prepare_course(chapter, workdir)
@@ -500,17 +503,60 @@ def _preprocessors() -> list:
 
 
 _GENERATED = ("source", "release", "gradebook.db")  # what generate_assignment leaves that grading reads
+GENERATED_KEPT_S = 7 * 24 * 3600  # machine_generated: how long a chapter's older version stays
+
+
+def default_generated_dir() -> Path:
+    """Where this machine keeps generated course folders: $COURSE_GRADER_GENERATED, else
+    ~/.cache/picotorch-grader/generated (beside the sandboxes' kept CUDA builds)."""
+    env = os.environ.get("COURSE_GRADER_GENERATED")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-grader" / "generated"
+
+
+def machine_generated(chapter: Chapter) -> Path | None:
+    """The folder of this machine's cache (0700: it holds the hidden tests) for the chapter at its current version
+    (grade/journal.py's course_version: the chapter's files, the earlier chapters' text forms, the grader's code)
+    and nbgrader's; None where no such folder can be made (no home, a read-only one)."""
+    import hashlib
+    from importlib.metadata import version as installed
+    from autograder.grade.journal import course_version
+    try:
+        base = default_generated_dir()
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp = json.dumps([course_version(chapter.source_dir.parent.parent, chapter.id), installed("nbgrader")])
+    except (OSError, RuntimeError):
+        return None
+    here = base / f"{chapter.id}-{hashlib.sha256(stamp.encode()).hexdigest()[:24]}"
+    for old in base.glob(f"{chapter.id}-*"):  # the chapter's other versions, once unused for a week
+        try:
+            if old != here and time.time() - old.stat().st_mtime > GENERATED_KEPT_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return here
 
 
 def copy_generated(generated: Path | None, workdir: Path) -> bool:
-    """Copy a course folder kept by `keep_generated` into `workdir`; False when there is none."""
+    """Copy a course folder kept by `keep_generated` into `workdir`; False when there is none (or it went while
+    being copied: the caller generates its own)."""
     if generated is None or not (generated / "complete").is_file():
         return False
-    for name in _GENERATED:
-        if (generated / name).is_dir():
-            shutil.copytree(generated / name, workdir / name, dirs_exist_ok=True)
-        else:
-            shutil.copyfile(generated / name, workdir / name)
+    try:
+        os.utime(generated)  # in use: machine_generated prunes only versions unused for a week
+        for name in _GENERATED:
+            if (generated / name).is_dir():
+                shutil.copytree(generated / name, workdir / name, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(generated / name, workdir / name)
+    except OSError:
+        for name in _GENERATED:
+            if (workdir / name).is_dir():
+                shutil.rmtree(workdir / name, ignore_errors=True)
+            else:
+                (workdir / name).unlink(missing_ok=True)
+        return False
     return True
 
 

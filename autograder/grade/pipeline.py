@@ -234,9 +234,11 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
             fresh, worker_rss = grade_on_cluster(options.scheduler, chapter, todo, limits, on_result, version,
                                                  log=options.warn)
         elif todo:
+            from autograder.grade.grader import machine_generated
             from autograder.grade.workers import grade_all
+            # this machine's generated course folder, shared by every run of the chapter's version; else the run's
             fresh, worker_rss = grade_all(chapter, todo, max(1, min(workers, len(todo))), limits, on_result,
-                                          journal.generated)
+                                          machine_generated(chapter) or journal.generated)
     except KeyboardInterrupt:
         raise GradingInterrupted(out / ".resume" / chapter.id) from None
     except (SandboxError, *cluster_errors) as e:

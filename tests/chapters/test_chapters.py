@@ -40,7 +40,11 @@ def graded(chapter, tmp_path_factory):
     if chapter.id not in _GRADED:
         grader = Grader(chapter, tmp_path_factory.mktemp(chapter.id))
         release = Path(chapter.source_dir.parent.parent / "release" / chapter.id / chapter.notebook.name)
-        _GRADED[chapter.id] = (chapter, grader.grade("solution", chapter.notebook), grader.grade("blank", release))
+        try:
+            _GRADED[chapter.id] = (chapter, grader.grade("solution", chapter.notebook),
+                                   grader.grade("blank", release))
+        finally:
+            grader.close()  # its sandbox (torch and the chapter, a few hundred MiB) is not needed again
     return _GRADED[chapter.id]
 
 

@@ -3,6 +3,7 @@ how it caches.  Results are still checked against torch where there is one."""
 from __future__ import annotations
 
 import _thread
+import gc
 import os
 import subprocess
 import sys
@@ -266,11 +267,29 @@ def test_interrupting_a_launch_stops_it():
     }"""
     kernel = Kernel(src, "spin_forever")
     kernel.module.emulator_build()          # compile before the clock starts: interrupt the run, not g++
-    timer = threading.Timer(0.5, _thread.interrupt_main)
+    # The stop button pressed again every half second until the launch gives up: an interrupt that lands while
+    # the collector runs an object's __del__ (a finished test's sandbox, say) is reported there and lost, as
+    # in Jupyter, where the student presses the button again (one suite run here saw the first interrupt lost).
+    gc.collect()
+    stopped = threading.Event()
+
+    def press_stop():
+        while not stopped.wait(0.5):
+            _thread.interrupt_main()
+
+    presser = threading.Thread(target=press_stop, daemon=True)
     start = time.perf_counter()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt) as err:
-        kernel((1,), (64,), (torch.zeros(64), torch.ones(1)), timeout=60)
+    presser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as err:
+            kernel((1,), (64,), (torch.zeros(64), torch.ones(1)), timeout=60)
+    finally:
+        stopped.set()
+        presser.join()
+        try:
+            time.sleep(0.01)  # an interrupt pressed just before the presser stopped is delivered here, not later
+        except KeyboardInterrupt:
+            pass
     assert time.perf_counter() - start < 10
     # it was the launch that was stopped: the interrupt came while the emulator waited on its launch process
     assert any("cuda/emulator" in str(entry.path) for entry in err.traceback), [e.name for e in err.traceback]
@@ -387,8 +406,9 @@ def test_a_cached_kernel_launches_without_compiling(monkeypatch):
     src = ADD.replace("out[i] = x[i] + y[i];", "out[i] = x[i] + y[i];  // cache test")
     n = 100
     x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
-    Kernel(src, "add")((1,), (128,), (out, x, y, np.int32(n)))        # compiles, once
-    cached = list(Path(os.environ["COURSE_CUDA_CACHE"]).glob("kernel-*.so"))
+    first = Kernel(src, "add")
+    first((1,), (128,), (out, x, y, np.int32(n)))        # compiles, once
+    built = first.module.emulator_build().path
 
     def no_compiler(cmd, cwd):
         raise AssertionError(f"a cached kernel was compiled again: {cmd}")
@@ -396,10 +416,12 @@ def test_a_cached_kernel_launches_without_compiling(monkeypatch):
     monkeypatch.setattr(emu_build, "_run_compiler", no_compiler)
     for _ in range(3):
         out.zero_()
-        Kernel(src, "add")((1,), (128,), (out, x, y, np.int32(n)))    # a new object: from the cache
+        again = Kernel(src, "add")    # a new object: from the cache
+        again((1,), (128,), (out, x, y, np.int32(n)))
         torch.testing.assert_close(out, x + y)
-    assert sorted(Path(os.environ["COURSE_CUDA_CACHE"]).glob("kernel-*.so")) == sorted(cached)
-    assert not list(Path(os.environ["COURSE_CUDA_CACHE"]).glob(".*")), "a temporary file was left behind"
+        assert again.module.emulator_build().path == built
+    # the cache is the run's, which the other workers fill at the same time: this build's own files are looked at
+    assert built.is_file() and not list(built.parent.glob(f".{built.name}.*")), "a temporary file was left behind"
 
 
 def test_cache_key_follows_source_and_flags():
@@ -410,7 +432,7 @@ def test_cache_key_follows_source_and_flags():
     assert key(ADD, ("-DTILE=8",)) != base
 
 
-def test_processes_building_the_same_kernel_at_once_both_succeed():
+def test_processes_building_the_same_kernel_at_once_both_succeed(monkeypatch):
     # A kernel no one has built yet, built by two processes at the same time
     # into one cache: each writes its own temporary file and renames it.
     src = ADD.replace("x[i] + y[i]", f"x[i] + y[i] + 0.0f /* {time.time_ns()} */")
@@ -423,16 +445,20 @@ def test_processes_building_the_same_kernel_at_once_both_succeed():
         "assert torch.equal(out, 2 * x)\n"
     )
     Kernel(ADD, "add")                       # the shared runtime is built already
-    cache = Path(os.environ["COURSE_CUDA_CACHE"])
-    before = set(cache.glob("kernel-*.so"))
     env = dict(os.environ, PYTHONPATH=str(REPO))
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
-    assert len(set(cache.glob("kernel-*.so")) - before) == 1
-    assert not list(cache.glob(".*"))
+
+    def no_compiler(cmd, cwd):
+        raise AssertionError(f"the two processes left the kernel unbuilt: {cmd}")
+
+    monkeypatch.setattr(emu_build, "_run_compiler", no_compiler)
+    built = Kernel(src, "add").module.emulator_build().path  # one build, in place, found without compiling
+    assert built.parent == Path(os.environ["COURSE_CUDA_CACHE"])
+    assert not list(built.parent.glob(f".{built.name}.*")), "a temporary file was left behind"
 
 
 def test_shared_rewrite_keeps_every_line_in_place():

@@ -194,17 +194,48 @@ def test_a_zip_with_escaping_paths_and_links_is_unpacked_safely(repo, tmp_path):
     assert "no 01_mini.ipynb" in bo["notes"][0]
 
 
-def _generated_once_then_kept(out: Path, monkeypatch) -> None:
-    """After a first run: the workers kept the course folder nbgrader generated (the next run's workers copy
-    it), and the gradebook's record of the chapter's rows; the next run into the same gradebook does not
-    generate the chapter into it again (gradebook._generate is the parent's; the workers are processes)."""
+def _generated_once_then_kept(out: Path, chapter, monkeypatch) -> None:
+    """After a first run: the workers kept the course folder nbgrader generated in this machine's cache (the next
+    run's workers, any run's, copy it), and the gradebook's record of the chapter's rows; the next run into the same
+    gradebook does not generate the chapter into it again (gradebook._generate is the parent's; the workers are
+    processes)."""
     from autograder.grade import gradebook
-    kept = list((out / ".resume" / "01_mini").glob(".generated-*"))
-    assert len(kept) == 1 and (kept[0] / "complete").is_file() and (kept[0] / "gradebook.db").is_file(), kept
-    assert (kept[0] / "release" / "01_mini" / "01_mini.ipynb").is_file()
+    from autograder.grade.grader import machine_generated
+    kept = machine_generated(chapter)
+    assert kept is not None and (kept / "complete").is_file() and (kept / "gradebook.db").is_file(), kept
+    assert (kept / "release" / "01_mini" / "01_mini.ipynb").is_file()
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700, "the cache holds the hidden tests: its owner's alone"
     assert json.loads((out / ".resume" / "01_mini" / ".gradebook.json").read_text())["rows"]
     monkeypatch.setattr(gradebook, "_generate", lambda *a: pytest.fail("generated the chapter into the gradebook "
                                                                       "again although its rows had not changed"))
+
+
+def test_the_machines_generated_course_folder_is_one_per_chapter_version(tmp_path, monkeypatch):
+    """Every grader of this machine copies the course folder nbgrader generated for the chapter's version
+    (grader.machine_generated): another version of the chapter (a hidden test edited) gets a folder of its own,
+    a version unused for a week is removed when another is asked for, and a folder that goes while it is being
+    copied leaves nothing half-copied (the grader then generates its own)."""
+    from autograder.grade import grader
+    monkeypatch.setenv("COURSE_GRADER_GENERATED", str(tmp_path / "cache"))
+    chapter = make_chapter(tmp_path / "repo")
+    first = grader.machine_generated(chapter)
+    assert first == grader.machine_generated(chapter) and first.parent == tmp_path / "cache"
+    assert stat.S_IMODE(first.parent.stat().st_mode) == 0o700
+    (first / "release").mkdir(parents=True)
+    (first / "release" / "a.txt").write_text("kept")
+    (first / "complete").write_text("")
+    chapter.text_form.write_text(chapter.text_form.read_text() + "\n# a hidden test edited\n")
+    os.utime(first, (1, 1))  # unused for decades
+    second = grader.machine_generated(chapter)
+    assert second != first and not first.exists(), "the old version stays, or the new one is not told apart"
+
+    (second / "source").mkdir(parents=True)
+    (second / "source" / "x").write_text("")
+    (second / "complete").write_text("")  # but no release/ nor gradebook.db: the copy fails half-way
+    work = tmp_path / "work"
+    work.mkdir()
+    assert grader.copy_generated(second, work) is False
+    assert list(work.iterdir()) == [], "a half-made copy stayed in the grader's folder"
 
 
 def _the_gradebook_is_generated_again_when_its_rows_changed(out: Path, chapter, key: str) -> None:
@@ -260,7 +291,7 @@ def test_grade_class_grades_a_class_from_python_as_the_command_does(repo, tmp_pa
     nbformat.write(class_of(release, 1)["s00"], folders / "s02" / "01_mini.ipynb")
     said.clear(), landed.clear()
     options.only_changed = True
-    _generated_once_then_kept(tmp_path / "out", monkeypatch)
+    _generated_once_then_kept(tmp_path / "out", chapter, monkeypatch)
     again = grade_class("01_mini", folders, tmp_path / "out", options)
     assert said[-1] == "1 new or changed, 2 unchanged (their grades kept; regrade everyone with --all)", said
     assert landed == [("s02", 3, 3)], landed
