@@ -46,8 +46,8 @@ test: setup
 	$(VENV)/python -m pytest -n auto --dist loadgroup
 
 # Every chapter's solution under 50 seeds of its hidden tests' inputs (`make test` tries 3), and the checks of the
-# machinery that `make test` runs on three chapters (plain nbgrader's verdicts, check()'s wrong answer, a student's
-# pass in JupyterLab in Chromium) on every chapter: before a release, and whenever a test's inputs or tolerances
+# machinery that `make test` runs on two or three chapters (plain nbgrader's verdicts, check()'s wrong answer, a
+# student's pass in JupyterLab in Chromium) on every chapter: before a release, and whenever a test's inputs or tolerances
 # change (tests/chapters/test_seed_sweep.py).
 sweep: setup
 	COURSE_SWEEP_SEEDS=50 COURSE_EVERY_CHAPTER=1 $(VENV)/python -m pytest -n auto --dist loadgroup \

@@ -21,10 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 from autograder.chapters import discover  # noqa: E402
 
 CHAPTERS = discover(REPO / "source")
-# Checks of the course's machinery rather than of one chapter's content (that plain nbgrader gives the course's
-# grades, that check() fails a wrong answer with its message) run in `make test` on three chapters that between
-# them use all of it: the first, chapter 05 (a device: the CUDA emulator inside the kernel) and the last, the one
-# on top of every other. `make sweep` (COURSE_EVERY_CHAPTER=1) runs them on every chapter.
+# Checks of the course's machinery rather than of one chapter's content (that check() fails a wrong answer with its
+# message, a student's pass in JupyterLab in Chromium; plain nbgrader's verdicts on the last two of these) run in
+# `make test` on three chapters that between them use all of it: the first, chapter 05 (a device: the CUDA emulator
+# inside the kernel) and the last, the one on top of every other. `make sweep` (COURSE_EVERY_CHAPTER=1) runs them
+# on every chapter.
 EVERY_CHAPTER = os.environ.get("COURSE_EVERY_CHAPTER") == "1"
 MACHINERY_CHAPTERS = CHAPTERS if EVERY_CHAPTER else list(
     {c.id: c for c in [CHAPTERS[0], *[c for c in CHAPTERS if c.id == "05_backend"], CHAPTERS[-1]]}.values())

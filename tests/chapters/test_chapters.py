@@ -4,6 +4,7 @@ earns none, every exercise rejects typical wrong answers, and plain nbgrader
 gives the same verdicts as the course's own grader."""
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import nbformat
 import pytest
 
 from autograder.grade.grader import Grader
-from conftest import CHAPTERS, MACHINERY_CHAPTERS, REPO
+from conftest import CHAPTERS, EVERY_CHAPTER, MACHINERY_CHAPTERS, REPO
 from course.notebook import exercises
 from notebook_runs import (chapter_group, copy_chapter_folder, mutant_verdicts, mutants_of, mutated_notebook,
                           run_in_copy)
@@ -29,8 +30,10 @@ def _per_chapter(chapter):
 
 
 GRADED_CHAPTERS = [_per_chapter(c) for c in CHAPTERS]
-# plain nbgrader's run checks the course's grader, not the chapter: conftest's MACHINERY_CHAPTERS (all under `make sweep`)
-PLAIN_NBGRADER_CHAPTERS = [_per_chapter(c) for c in MACHINERY_CHAPTERS]
+# plain nbgrader's run checks the course's grader, not the chapter: in `make test` chapter 05 (the CUDA emulator in
+# the kernel) and the last (every earlier chapter's reference package under it; the first chapter has none, and
+# nbgrader treats its cells as it treats the last's), every chapter under `make sweep` (conftest's EVERY_CHAPTER)
+PLAIN_NBGRADER_CHAPTERS = [_per_chapter(c) for c in (CHAPTERS if EVERY_CHAPTER else MACHINERY_CHAPTERS[1:])]
 _GRADED: dict[str, tuple] = {}
 
 
@@ -119,20 +122,28 @@ def test_tests_reject_typical_mistakes(chapter):
     assert not unnamed, f"a mutant exempt as hard-coded must say so in its description: {unnamed}"
 
 
-def test_the_fast_runner_agrees_with_a_kernel():
-    """tests/support/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
+@functools.cache
+def _a_kernels_verdict_on_a_mutant():
+    """(chapter, mutant's code, the verdict a Jupyter kernel gives it): one kernel run for the two tests below
+    (they share the first chapter's xdist group, hence its worker)."""
     chapter = CHAPTERS[0]
     code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"].code
+    return chapter, code, run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code),
+                                      "ex_count_parameters")
+
+
+@chapter_group(CHAPTERS[0])
+def test_the_fast_runner_agrees_with_a_kernel():
+    """tests/support/run_variants.py gives a kernel's verdicts: compare on one mutant of each kind of outcome."""
+    chapter, code, kernel = _a_kernels_verdict_on_a_mutant()
     fast = dict(mutant_verdicts(chapter, [("ex_count_parameters", code)]))["ex_count_parameters"]
-    kernel = run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code), "ex_count_parameters")
     assert (fast.status, fast.message.split("(random")[0]) == (kernel.status, kernel.message.split("(random")[0])
 
 
+@chapter_group(CHAPTERS[0])
 def test_a_mutant_failure_message_teaches():
     """The failure message names the computation and what torch gives, not a bare AssertionError."""
-    chapter = CHAPTERS[0]
-    code = mutants_of(chapter)["ex_count_parameters"]["counts the top level only"].code
-    verdict = run_in_copy(chapter, mutated_notebook(chapter, "ex_count_parameters", code), "ex_count_parameters")
+    _, _, verdict = _a_kernels_verdict_on_a_mutant()
     assert "count_parameters" in verdict.message and "torch gives" in verdict.message, verdict.message
 
 

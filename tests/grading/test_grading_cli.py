@@ -20,7 +20,7 @@ from test_grading_sandbox import RIGHT, WRONG_DOUBLE, answer, make_chapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("grading_cli")]
 AUTOGRADER = [sys.executable, "-m", "autograder.cli"]
-# Two of each kind of answer (class_of): enough to spread over four workers.
+# Two of each kind of answer (class_of): enough to spread over two workers, and over one.
 CLASS_SIZE = 10
 # Passes the visible test (float32) and fails the hidden ones (float64).
 HIDDEN_WRONG = "def double(x):\n    return x * 2 if x.dtype == torch.float32 else x * 3\n"
@@ -90,24 +90,24 @@ def graded_class(repo, tmp_path_factory):
     nbgrader = write_class(tmp / "course" / "submitted", students, nbgrader_layout=True)
     (nbgrader.parent / "dave-has-nothing").mkdir()  # not under submitted/: ignored
     (folders / "empty").mkdir()  # a student folder without the notebook
-    four = grade(root, nbgrader.parent, tmp / "four", 4)
+    two = grade(root, nbgrader.parent, tmp / "two", 2)
     one = grade(root, folders, tmp / "one", 1)
-    return tmp, four, one
+    return tmp, two, one
 
 
-def test_a_class_gets_the_same_grades_with_one_worker_and_with_four(graded_class):
-    tmp, four, one = graded_class
-    by_four = {r["student"]: r for r in rows(tmp / "four")}
+def test_a_class_gets_the_same_grades_with_one_worker_and_with_two(graded_class):
+    tmp, two, one = graded_class
+    by_two = {r["student"]: r for r in rows(tmp / "two")}
     by_one = {r["student"]: r for r in rows(tmp / "one")}
-    assert len(by_four) == CLASS_SIZE and set(by_one) == set(by_four) | {"empty"}
-    assert all(by_one[s] == by_four[s] for s in by_four)
+    assert len(by_two) == CLASS_SIZE and set(by_one) == set(by_two) | {"empty"}
+    assert all(by_one[s] == by_two[s] for s in by_two)
     expected = {0: 3, 1: 1, 2: 0, 3: 0, 4: 0}  # right, wrong double, blank, broken double, not JSON
-    assert {s: float(r["score"]) for s, r in by_four.items()} == {s: expected[int(s[1:]) % 5] for s in by_four}
+    assert {s: float(r["score"]) for s, r in by_two.items()} == {s: expected[int(s[1:]) % 5] for s in by_two}
 
 
 def test_the_command_writes_grades_results_and_feedback(graded_class):
-    tmp, four, _ = graded_class
-    out = tmp / "four"
+    tmp, two, _ = graded_class
+    out = tmp / "two"
     header = list(csv.reader(open(out / "grades.csv")))[0]
     assert header == ["student", "folder", "chapter", "score", "max_score", "ex_double", "ex_half", "ex_secret",
                       "ex_gpu"]
@@ -118,8 +118,8 @@ def test_the_command_writes_grades_results_and_feedback(graded_class):
     broken = json.loads((out / "results" / "s04.json").read_text())
     assert "not valid JSON" in broken["notes"][0]
     assert all((out / "feedback" / f"s{n:02d}" / "01_mini.html").is_file() for n in range(CLASS_SIZE))
-    assert f"[{CLASS_SIZE}/{CLASS_SIZE}]" in four and "graded in" in four and "per submission" in four and "MiB per worker" in four
-    summary = four.split(f"[{CLASS_SIZE}/{CLASS_SIZE}]")[1]
+    assert f"[{CLASS_SIZE}/{CLASS_SIZE}]" in two and "graded in" in two and "per submission" in two and "MiB per worker" in two
+    summary = two.split(f"[{CLASS_SIZE}/{CLASS_SIZE}]")[1]
     assert "student" in summary and f"s{CLASS_SIZE - 1:02d}" in summary and ("3/5" in summary or "4/5" in summary)  # the table
     assert not list(out.rglob("*.tmp"))
 
@@ -133,7 +133,7 @@ def test_a_student_folder_without_the_notebook_gets_a_note(graded_class):
 def test_feedback_of_a_failing_hidden_test_teaches_and_leaks_nothing(graded_class, repo):
     tmp, _, _ = graded_class
     _, chapter, _ = repo
-    page = (tmp / "four" / "feedback" / "s01" / "01_mini.html").read_text()
+    page = (tmp / "two" / "feedback" / "s01" / "01_mini.html").read_text()
     assert "double of a tensor of shape (1,): values differ from torch" in page  # the hidden test's message
     hidden = chapter.notebook.read_text()
     assert "torch.randn(n, dtype=torch.float64)" in hidden
@@ -144,7 +144,7 @@ def test_feedback_of_a_failing_hidden_test_teaches_and_leaks_nothing(graded_clas
 
 def test_nbgrader_export_reads_the_gradebook(graded_class):
     tmp, _, _ = graded_class
-    out = tmp / "four"
+    out = tmp / "two"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "exported.csv"], cwd=out,
                           capture_output=True, text=True, env=env, timeout=300)
