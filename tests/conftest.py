@@ -22,10 +22,10 @@ from autograder.chapters import discover  # noqa: E402
 
 CHAPTERS = discover(REPO / "source")
 # Checks of the course's machinery rather than of one chapter's content (that check() fails a wrong answer with its
-# message, a student's pass in JupyterLab in Chromium; plain nbgrader's verdicts on the last two of these) run in
-# `make test` on three chapters that between them use all of it: the first, chapter 05 (a device: the CUDA emulator
-# inside the kernel) and the last, the one on top of every other. `make sweep` (COURSE_EVERY_CHAPTER=1) runs them
-# on every chapter.
+# message; plain nbgrader's verdicts, on the last two of these) run in `make test` on three chapters that between
+# them use all of it: the first, chapter 05 (a device: the CUDA emulator inside the kernel) and the last, the one on
+# top of every other (tests/browser/ makes a student's pass on the first and the last). `make sweep`
+# (COURSE_EVERY_CHAPTER=1) runs them on every chapter.
 EVERY_CHAPTER = os.environ.get("COURSE_EVERY_CHAPTER") == "1"
 MACHINERY_CHAPTERS = CHAPTERS if EVERY_CHAPTER else list(
     {c.id: c for c in [CHAPTERS[0], *[c for c in CHAPTERS if c.id == "05_backend"], CHAPTERS[-1]]}.values())
@@ -68,6 +68,25 @@ def _group_for_xdist(config, items) -> None:
                         for m in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cuda_cache(tmp_path_factory):
+    """Compiled CUDA-emulator kernels go to this run's temp folder, unless COURSE_CUDA_CACHE already says where: one
+    folder for every test and every process a test starts (a chapter's runner, a kernel, check()), in all of the
+    run's xdist workers (each worker's own folder is inside the run's), so that the emulator's runtime, its launch
+    process and a chapter's kernels are compiled once a run, and a run depends on nothing a run before left in
+    ~/.cache (builds are renamed into place whole: workers building the same one at once both succeed). The
+    grading sandbox keeps its own (autograder/sandbox/kernel_cache.py)."""
+    if os.environ.get("COURSE_CUDA_CACHE"):
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    os.environ["COURSE_CUDA_CACHE"] = str(base / "cuda-cache")
+    yield
+    os.environ.pop("COURSE_CUDA_CACHE", None)
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,7 @@ from pathlib import Path
 from distributed import WorkerPlugin
 
 from autograder.chapters import REPO, Chapter
-from autograder.grade.journal import course_version, grader_key
+from autograder.grade.version import course_version, grader_key
 
 PLUGIN = "autograder-grader"
 STATUS_EVERY_S = 3.0

@@ -517,11 +517,11 @@ def default_generated_dir() -> Path:
 
 def machine_generated(chapter: Chapter) -> Path | None:
     """The folder of this machine's cache (0700: it holds the hidden tests) for the chapter at its current version
-    (grade/journal.py's course_version: the chapter's files, the earlier chapters' text forms, the grader's code)
+    (grade/version.py's course_version: the chapter's files, the earlier chapters' text forms, the grader's code)
     and nbgrader's; None where no such folder can be made (no home, a read-only one)."""
     import hashlib
     from importlib.metadata import version as installed
-    from autograder.grade.journal import course_version
+    from autograder.grade.version import course_version
     try:
         base = default_generated_dir()
         base.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Every result is written, as it arrives, to OUT/.resume/CHAPTER/STUDENT.json (a
 temporary file renamed into place) with the digest of what was graded (the
 notebook's bytes, its timestamp) and the grader's key (the chapter's files, the
-grader's code, the limits: `course_version`, `grader_key`). `--resume` and
+grader's code, the limits: grade/version.py's `grader_key`). `--resume` and
 `--only-changed` keep the recorded results whose digest and key still match.
 The local pool and a Dask cluster (grade/distributed.py) share it; this module
 imports no Dask, so that a local run does not pay for importing it.
@@ -19,48 +19,6 @@ from pathlib import Path
 from autograder.grade.files import write_atomic
 
 RESUME = ".resume"
-
-
-# -- the course version, computed by the client and by every worker ----------------------------
-
-def _digest_files(h, root: Path, files) -> None:
-    for path in sorted(files):
-        rel = path.relative_to(root).as_posix()
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-
-
-def _tree(folder: Path):
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-            and ".ipynb_checkpoints" not in p.parts and p.suffix not in (".pyc", ".tmp")]
-
-
-def course_version(repo: Path, chapter_id: str) -> dict[str, str]:
-    """{"chapter": sha256 of source/CH, release/CH and the earlier chapters' text forms (the
-    reference package is generated from them), "grader": sha256 of the course and autograder
-    packages' code}. Two checkouts that agree on both grade alike."""
-    repo = Path(repo).resolve()
-    h = hashlib.sha256(chapter_id.encode() + b"\0")
-    earlier = [d / f"{d.name}.py" for d in (repo / "source").iterdir()
-               if d.is_dir() and d.name[:2].isdigit() and d.name < chapter_id and (d / f"{d.name}.py").is_file()]
-    _digest_files(h, repo, _tree(repo / "source" / chapter_id) + _tree(repo / "release" / chapter_id) + earlier)
-    g = hashlib.sha256()
-    for package in ("course", "autograder"):
-        folder = Path(__import__(package).__file__).resolve().parent
-        _digest_files(g, folder.parent, [p for p in _tree(folder) if p.suffix in (".py", ".h", ".cpp", ".cu")])
-    return {"chapter": h.hexdigest(), "grader": g.hexdigest()}
-
-
-def _limits_key(limits) -> str:
-    return hashlib.sha256(json.dumps(asdict(limits), sort_keys=True).encode()).hexdigest()
-
-
-def grader_key(chapter_id: str, version: dict, limits) -> str:
-    """What a worker's grader must match: the chapter, its version and the limits."""
-    text = json.dumps({"chapter": chapter_id, "version": version, "limits": _limits_key(limits)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 # -- the record of results, for --resume ----------------------------------------------------------

@@ -194,7 +194,8 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
     """(results in the order of `submissions`, workers used, {worker: peak RSS in KiB}, the students whose
     recorded results were kept, the grader's key): on the local pool or the cluster; with options.resume
     or options.only_changed, only the submissions not recorded yet."""
-    from autograder.grade.journal import Journal, course_version, grader_key
+    from autograder.grade.journal import Journal
+    from autograder.grade.version import course_version, grader_key
     from autograder.sandbox.bubblewrap import SandboxError
     # Dask is imported only for a run on a cluster: a local run does not pay seconds for it
     cluster_errors: tuple = ()

@@ -21,7 +21,7 @@ from course.cuda import (
 )
 from course.cuda.emulator import build as emu_build
 from course.cuda.status import emulator_available
-from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an autouse fixture)
+from cuda_helpers import line_of
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")

@@ -19,7 +19,6 @@ from hypothesis import given, settings, strategies as st
 from benchmarks.suites.gpu_kernels_smoke import TILED_MATMUL
 from course.cuda import Kernel, Module, Where
 from course.cuda.status import emulator_available, gpu_available
-from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(

@@ -13,7 +13,7 @@ import torch
 from benchmarks.suites.gpu_kernels_smoke import TILED_MATMUL
 from course.cuda import DataRaceError, Kernel, OutOfBoundsError, checking
 from course.cuda.status import emulator_available
-from cuda_helpers import cuda_cache, line_of  # noqa: F401 (cuda_cache is an autouse fixture)
+from cuda_helpers import line_of
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")

@@ -13,7 +13,6 @@ import torch
 
 from course.cuda import Kernel, Where, run_check, tally, where_for
 from course.cuda import status
-from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 

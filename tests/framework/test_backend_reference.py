@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from course.cuda import Where, compile_check
 from course.cuda.status import emulator_available, gpu_available, recording
-from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 needs_emulator = pytest.mark.skipif(not emulator_available(),
                                     reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from course.cuda import compile_check
 from course.cuda.status import gpu_available
-from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 
 
 @pytest.fixture(scope="module")

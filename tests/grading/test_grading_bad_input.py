@@ -181,7 +181,7 @@ def graded(course, grader, tmp_path_factory):
     archive, zip_expected, phrases = good_zip(release)
     (tmp / "class.zip").write_bytes(archive)
     runs = {}
-    for label, where, workers in (("folders", folders, 2), ("zip", tmp / "class.zip", 1)):
+    for label, where, workers in (("folders", folders, 1), ("zip", tmp / "class.zip", 1)):
         runs[label] = subprocess.Popen(AUTOGRADER + ["grade", "01_mini", str(where), "--out", str(tmp / label),
                                                      "--workers", str(workers), "--repo", str(root)],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

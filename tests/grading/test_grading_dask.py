@@ -253,7 +253,7 @@ def _workers_with_the_code_on_disk(cluster: DaskCluster) -> None:
     retried (a worker is killed, the client stopped): a worker whose grader was built from code that has changed
     on disk since (a working tree others edit) would refuse it. Such workers are restarted (fresh processes
     import the code on disk); workers that already run it keep their warm graders."""
-    from autograder.grade.journal import course_version
+    from autograder.grade.version import course_version
     on_disk = course_version(REPO, "00_tour")["grader"]
     with cluster.client() as client:  # a lambda: sent by value (the workers cannot import this module)
         loaded = client.run(lambda dask_worker: getattr(sys.modules.get("autograder.grade.distributed"),
@@ -266,7 +266,7 @@ def _every_grader_warm(cluster: DaskCluster, chapter_id: str) -> None:
     """Both workers hold a warm grader of the chapter before the run starts: a run whose workers warm up as it
     goes may hand every submission to the first one ready (the forging test needs the forger to get some)."""
     from autograder.grade import distributed
-    from autograder.grade.journal import course_version
+    from autograder.grade.version import course_version
     from autograder.sandbox.bubblewrap import Limits
     plugin = distributed.GraderPlugin(chapter_id, course_version(REPO, chapter_id), Limits())
     states: dict = {}

@@ -65,7 +65,7 @@ def graded(tmp_path_factory):
         (tmp / "class" / folder).mkdir(parents=True)
         nbformat.write(nb, tmp / "class" / folder / "01_mini.ipynb")
     done = subprocess.run(AUTOGRADER + ["grade", "01_mini", str(tmp / "class"), "--out", str(tmp / "out"),
-                                        "--workers", "2", "--repo", str(root)],
+                                        "--workers", "1", "--repo", str(root)],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp / "out", done.stdout

@@ -9,7 +9,6 @@ import pytest
 
 from benchmarks.suites import compile as suite
 from course.cuda.status import emulator_available
-from cuda_helpers import cuda_cache  # noqa: F401 (an autouse fixture: this run's own kernel cache)
 
 pytestmark = pytest.mark.skipif(not emulator_available(),
                                 reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")

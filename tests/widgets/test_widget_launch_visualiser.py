@@ -13,7 +13,6 @@ from course.cuda import Kernel
 from course.cuda.status import emulator_available
 from course.widgets.launch_visualiser import (LaunchVisualiser, expected_global_loads, explore, measure, owners_1d,
                                               summary_1d, tile_steps, tiles_of)
-from cuda_helpers import cuda_cache  # noqa: F401 (cuda_cache is an autouse fixture)
 from widget_buttons import buttons
 
 needs_emulator = pytest.mark.skipif(not emulator_available(),
