@@ -5,6 +5,7 @@ gives the same verdicts as the course's own grader."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -166,6 +167,8 @@ def plain_nbgrader(chapter, tmp_path_factory):
     # nbgrader's 30 s timeout when the suite runs a worker per core.
     env_path = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if os.environ.get("COURSE_CUDA_CACHE"):  # the run's compiled kernels (conftest's cuda_cache), not ~/.cache's
+        env_path["COURSE_CUDA_CACHE"] = os.environ["COURSE_CUDA_CACHE"]
     for cmd in (["generate_assignment", chapter.id], ["autograde", chapter.id, "--create"]):
         done = subprocess.run(nbgrader + cmd, cwd=course, capture_output=True, text=True, env=env_path)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

@@ -70,3 +70,36 @@ def test_after_cuda_each_group_runs_in_a_fresh_runner_with_the_same_verdicts(tmp
     assert results[1] == [[2, "AssertionError", "x is 2"]]
     assert results[2] == [[1, "KernelDied", "the variant's process died"]]
     assert results[3] == []
+
+
+def test_the_chapter_runner_serves_each_request_as_a_fresh_run_would(tmp_path):
+    """`run_variants.py --serve` (notebook_runs.ChapterRunner): the shared first cells run once, every request forks
+    from there and gets a fresh run's errors, whatever a request before did (patched a module, ended its process);
+    a request that does not start with those cells is refused (the caller runs it fresh), and a seed sweep gets
+    what tests/support/seed_sweep.py alone gives."""
+    import seed_sweep
+    prefix = ["import math\nfrom course import inputs\ncount = 0"]
+    server = subprocess.Popen([sys.executable, str(RUNNER), "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def ask(message: dict) -> dict:
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+        return json.loads(server.stdout.readline())
+
+    try:
+        assert ask({"cwd": str(tmp_path), "prefix": prefix}) == {"ready": True}
+        patching = [prefix + ["math.sqrt = None\ncount += 1", "assert count == 1, 'count'"],
+                    prefix + ["import os\nos._exit(3)", "never = 1"]]
+        assert ask({"variants": patching})["result"] == run(patching, tmp_path)[:1] + [
+            [[1, "KernelDied", "the variant's process died"]]]
+        after = [prefix + ["assert math.sqrt(4) == 2, 'patched by a request before'\ncount += 1",
+                           "assert count == 1, 'count'"]]
+        assert ask({"variants": after})["result"] == [[]] == run(after, tmp_path)
+        assert "refused" in ask({"variants": [["x = 1"]]})
+        cells = prefix + ["value = inputs.seed()", "assert value % 2 == 0, f'odd seed {value}'"]
+        sweep = {"cells": cells, "test_cells": {"2": "ex_even"}, "seeds": [2, 3, 4]}
+        assert ask({"sweep": sweep})["result"] == seed_sweep.sweep(cells, {2: "ex_even"}, [2, 3, 4])
+    finally:
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0

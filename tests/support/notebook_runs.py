@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import json
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,7 @@ class ChapterRunner:
     worker's life, the two most recent at most."""
 
     KEPT = 2
+    ANSWER_S = 1800
     _running: dict[str, "ChapterRunner"] = {}
 
     @classmethod
@@ -127,10 +129,16 @@ class ChapterRunner:
         self.ready = self._exchange({"cwd": self.folder.name, "prefix": prefix}) == {"ready": True}
 
     def _exchange(self, message: dict) -> dict | None:
+        """The runner's one-line reply; None if it is gone. A runner silent for ANSWER_S (a test cell that never
+        ends on some seed) is stopped and named, as the fresh runner's timeout did."""
         try:
             self.process.stdin.write(json.dumps(message) + "\n")
             self.process.stdin.flush()
-            line = self.process.stdout.readline()
+            if not select.select([self.process.stdout], [], [], self.ANSWER_S)[0]:
+                self.process.kill()
+                raise RuntimeError(f"the chapter's runner (tests/support/run_variants.py --serve) did not answer "
+                                   f"in {self.ANSWER_S} s")
+            line = self.process.stdout.readline()  # the runner writes nothing but its one-line replies here
             return json.loads(line) if line else None
         except (OSError, ValueError):
             return None
