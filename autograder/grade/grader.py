@@ -35,7 +35,7 @@ from autograder.build.release import declared_files
 from autograder.chapters import Chapter, discover
 from autograder.build.reference import package_files
 from autograder.grade.repair import repair, sanitize
-from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError
+from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError, grader_cache_dir
 from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
 from course.verdicts import (ERROR, FAILED, MANUAL, NOT_ATTEMPTED, NOT_RUN, NOT_RUN_ERRORS, PASSED, Verdict,
                              earlier_exercise_missing, needs_earlier_exercise)
@@ -211,17 +211,15 @@ class Grader:
     def __init__(self, chapter: Chapter, workdir: Path, db_url: str | None = None, limits: Limits | None = None,
                  generated: Path | None = None):
         """`generated`: a folder where the course folder generate_assignment makes is kept for the
-        next grader of the same chapter, version and limits (grade/journal.py's `generated_folder`),
-        so that only the first pays for generating it (5-10 s of nbgrader); by default this machine's
-        (`machine_generated`), which every run of the same chapter version shares."""
+        next grader of the same chapter version, so that only the first pays for generating it (5-10 s
+        of nbgrader); by default this machine's (`machine_generated`), which every run shares. A
+        gradebook elsewhere (`db_url`) is not this folder's to copy: then none."""
         self.chapter = chapter
         self.root = workdir
         self.source_nb = read_notebook(chapter.notebook)
         nbgrader_env.stamp_in_process()  # its throwaway gradebook's alembic stamp, without a command per grader
         self.api = nbgrader_env.api(workdir, db_url, **{"Autograde.autograde_preprocessors": _preprocessors()})
-        if generated is None and db_url is None:
-            generated = machine_generated(chapter)
-        generated = generated if db_url is None else None  # a gradebook elsewhere is not this folder's to copy
+        generated = None if db_url else (generated or machine_generated(chapter))
         if not copy_generated(generated, workdir):
             prepare_course(chapter, workdir)
             with nbgrader_env.quiet():
@@ -506,26 +504,19 @@ _GENERATED = ("source", "release", "gradebook.db")  # what generate_assignment l
 GENERATED_KEPT_S = 7 * 24 * 3600  # machine_generated: how long a chapter's older version stays
 
 
-def default_generated_dir() -> Path:
-    """Where this machine keeps generated course folders: $COURSE_GRADER_GENERATED, else
-    ~/.cache/picotorch-grader/generated (beside the sandboxes' kept CUDA builds)."""
-    env = os.environ.get("COURSE_GRADER_GENERATED")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-grader" / "generated"
-
-
-def machine_generated(chapter: Chapter) -> Path | None:
-    """The folder of this machine's cache (0700: it holds the hidden tests) for the chapter at its current version
-    (grade/version.py's course_version: the chapter's files, the earlier chapters' text forms, the grader's code)
-    and nbgrader's; None where no such folder can be made (no home, a read-only one)."""
+def machine_generated(chapter: Chapter, version: dict | None = None) -> Path | None:
+    """The folder of this machine's cache ($COURSE_GRADER_GENERATED, else ~/.cache/picotorch-grader/generated; 0700:
+    it holds the hidden tests) for the chapter at its current version (grade/version.py's course_version, computed
+    here unless given: the chapter's files, the earlier chapters' text forms, the grader's code) and nbgrader's;
+    None where no such folder can be made (no home, a read-only one)."""
     import hashlib
     from importlib.metadata import version as installed
     from autograder.grade.version import course_version
     try:
-        base = default_generated_dir()
+        base = grader_cache_dir("generated", "COURSE_GRADER_GENERATED")
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stamp = json.dumps([course_version(chapter.source_dir.parent.parent, chapter.id), installed("nbgrader")])
+        version = version or course_version(chapter.source_dir.parent.parent, chapter.id)
+        stamp = json.dumps([version, installed("nbgrader")])
     except (OSError, RuntimeError):
         return None
     here = base / f"{chapter.id}-{hashlib.sha256(stamp.encode()).hexdigest()[:24]}"

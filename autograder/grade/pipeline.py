@@ -239,7 +239,7 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
             from autograder.grade.workers import grade_all
             # this machine's generated course folder, shared by every run of the chapter's version; else the run's
             fresh, worker_rss = grade_all(chapter, todo, max(1, min(workers, len(todo))), limits, on_result,
-                                          machine_generated(chapter) or journal.generated)
+                                          machine_generated(chapter, version) or journal.generated)
     except KeyboardInterrupt:
         raise GradingInterrupted(out / ".resume" / chapter.id) from None
     except (SandboxError, *cluster_errors) as e:

@@ -69,13 +69,19 @@ def _gpu_devices() -> list[str]:
     return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
 
 
+def grader_cache_dir(name: str, variable: str) -> Path:
+    """A folder of the grader's cache on this machine: $`variable`, else ~/.cache/picotorch-grader/`name`
+    (RuntimeError where there is no home)."""
+    env = os.environ.get(variable)
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-grader" / name
+
+
 def default_builds_dir() -> Path:
     """Where a grader keeps the CUDA-emulator builds of its sandboxes' reference runs (kernel_cache.py):
     $COURSE_GRADER_BUILDS, else ~/.cache/picotorch-grader/cuda-builds."""
-    env = os.environ.get("COURSE_GRADER_BUILDS")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "picotorch-grader" / "cuda-builds"
+    return grader_cache_dir("cuda-builds", "COURSE_GRADER_BUILDS")
 
 
 def keep_builds(folder: Path, builds: dict) -> int:

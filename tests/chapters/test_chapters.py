@@ -34,7 +34,8 @@ GRADED_CHAPTERS = [_per_chapter(c) for c in CHAPTERS]
 # plain nbgrader's run checks the course's grader, not the chapter: in `make test` chapter 05 (the CUDA emulator in
 # the kernel) and the last (every earlier chapter's reference package under it; the first chapter has none, and
 # nbgrader treats its cells as it treats the last's), every chapter under `make sweep` (conftest's EVERY_CHAPTER)
-PLAIN_NBGRADER_CHAPTERS = [_per_chapter(c) for c in (CHAPTERS if EVERY_CHAPTER else MACHINERY_CHAPTERS[1:])]
+PLAIN_NBGRADER_CHAPTERS = [_per_chapter(c) for c in CHAPTERS
+                           if EVERY_CHAPTER or (c in MACHINERY_CHAPTERS and c is not CHAPTERS[0])]
 _GRADED: dict[str, tuple] = {}
 
 

@@ -103,7 +103,8 @@ class ChapterRunner:
     (the cells before its first exercise) run once, and the typical mistakes, the alternatives and the seed sweep
     of the chapter each fork from there (a fresh runner's start, torch's import included, costs some 3 CPU-seconds;
     tests/chapters/ puts a chapter's tests in one xdist group, so that one worker serves them all). Kept for the
-    worker's life, the two most recent at most."""
+    worker's life, the two most recent at most. Its copy of the chapter's folder is shared by all of its requests,
+    as a fresh runner's is by the variants of one request."""
 
     KEPT = 2
     ANSWER_S = 1800
