@@ -33,7 +33,8 @@ import tempfile
 import time
 import types
 
-from autograder.sandbox.integrity import TOOLS, SandboxViolation, Snapshot, critical, exact_str, install_guard
+from autograder.sandbox.integrity import (TOOLS, SandboxViolation, Snapshot, critical, exact_str, install_guard,
+                                         tag_reader, version_tags)
 
 TEXT_LIMIT_DEFAULT = 100_000
 # Address space the kernel keeps back from the student's code for its own work between cells and for
@@ -436,40 +437,6 @@ def _cell_body(t: dict) -> None:
         t["status"], t["ename"], t["evalue"] = "error", "KeyboardInterrupt", "the cell was interrupted"
 
 
-def _version_tags(dicts: list) -> list | None:
-    """For each dict (or mappingproxy, for a class's namespace) a ctypes view of its version tag,
-    which CPython (3.11, 3.12) changes on every change of the dict; None where that does not hold."""
-    try:
-        import ctypes
-        where = ctypes.c_uint64.from_address  # the tag follows the object header and ma_used
-
-        def tag_of(d):
-            if type(d) is types.MappingProxyType:
-                d = ctypes.cast(ctypes.c_void_p.from_address(id(d) + 16).value, ctypes.py_object).value
-            if type(d) is not dict:
-                raise TypeError("not a dict")
-            return where(id(d) + 24)
-
-        probe = {}
-        cell = tag_of(probe)
-
-        class Probe:
-            pass
-
-        class_cell = tag_of(Probe.__dict__)
-        marks = [cell.value, class_cell.value]
-        probe["a"] = 1
-        Probe.a = 1
-        marks += [cell.value, class_cell.value]
-        probe["a"] = 2
-        marks.append(cell.value)
-        if marks[2] == marks[0] or marks[3] == marks[1] or marks[4] == marks[2]:
-            return None
-        return [tag_of(d) for d in dicts]
-    except Exception:
-        return None
-
-
 def _make_get_ipython(ns: dict):
     """Magics in student cells (`%timeit`) need an IPython shell; one is made on demand.
     The kernel never runs cells through it, so hooks registered on it have no effect."""
@@ -722,19 +689,23 @@ def _verifier(snapshot: Snapshot, gns: dict, torch_check):
     list_, map_, enumerate_, type_, violation = list, map, enumerate, type, SandboxViolation
     found: list[str] = []
     # Each watched dict's version tag (PEP 509's ma_version_tag, which CPython bumps on every change of a dict):
-    # a check reads one number per dict and looks closer only at one that changed; read in C (a map of the
-    # view's getter) and compared with what was seen as one list, as a loop in Python over some 200 views cost
-    # more than the statement did. Where the tag cannot be read (another Python), every check compares all.
-    tags = _version_tags([entry[1] for _, entry in watched] + [gns])
+    # a check reads one number per dict and looks closer only at one that changed. All of the tools' tags are read
+    # at once (integrity.tag_reader: one C call) and compared with what was read when every tool was last seen
+    # as it should be; only when that differs are they read one by one. Before every statement of a test this
+    # was most of a submission's grading time. Where the tag cannot be read (another Python), every check
+    # compares all.
+    tags = version_tags([entry[1] for _, entry in watched] + [gns])
     seen = [cell.value for cell in tags] if tags else []
     tag_value = type_(tags[0]).value.__get__ if tags else None
-    tools_seen = seen[:-1]
+    tools_seen, tool_tags, gns_tag = seen[:-1], (tags or [None])[:-1], (tags or [None])[-1]
+    read_tools = tag_reader(tool_tags) if tool_tags else (lambda: None)
+    tools_read = [read_tools()]  # what read_tools() gave when every tool was as tools_seen has it
 
     def verify(args) -> None:
         changed = []
         if tags:
-            now_all = list_(map_(tag_value, tags))
-            if now_all[:-1] != tools_seen:
+            if read_tools() != tools_read[0]:
+                now_all = list_(map_(tag_value, tool_tags))
                 for i, (check, entry) in enumerate_(watched):
                     now = now_all[i]
                     if now != tools_seen[i]:
@@ -743,7 +714,9 @@ def _verifier(snapshot: Snapshot, gns: dict, torch_check):
                             changed += changes
                         else:
                             tools_seen[i] = now  # a change the library made to itself (a cache, a lazy import)
-            now = now_all[-1]
+                if not changed:
+                    tools_read[0] = read_tools()
+            now = tag_value(gns_tag)
             if now != seen[-1]:  # the notebook's namespace: the test's own names change it too
                 changes = gns_changes()
                 changed += changes

@@ -187,6 +187,116 @@ def _cleaner():
     return clean
 
 
+def version_tags(dicts: list, partial: bool = False) -> list | None:
+    """For each dict (or mappingproxy, for a class's namespace) a ctypes view of its version tag, which CPython
+    (3.11, 3.12) takes from one global counter on every change of the dict, so that an unchanged tag means an
+    unchanged dict; None where that does not hold (another Python), and the callers compare everything. With
+    `partial`, a namespace that is not an exact dict (ctypes' classes keep theirs in a subclass) gets None in
+    the list, and its caller compares that one every time."""
+    try:
+        import ctypes
+        where = ctypes.c_uint64.from_address  # the tag follows the object header and ma_used
+
+        def tag_of(d):
+            if type(d) is types.MappingProxyType:
+                d = ctypes.cast(ctypes.c_void_p.from_address(id(d) + 16).value, ctypes.py_object).value
+            if type(d) is not dict:
+                raise TypeError("not a dict")
+            return where(id(d) + 24)
+
+        probe = {}
+        cell = tag_of(probe)
+
+        class Probe:
+            pass
+
+        class_cell = tag_of(Probe.__dict__)
+        marks = [cell.value, class_cell.value]
+        probe["a"] = 1
+        Probe.a = 1
+        marks += [cell.value, class_cell.value]
+        probe["a"] = 2
+        marks.append(cell.value)
+        if marks[2] == marks[0] or marks[3] == marks[1] or marks[4] == marks[2]:
+            return None
+        if not partial:
+            return [tag_of(d) for d in dicts]
+        found = []
+        for d in dicts:
+            try:
+                found.append(tag_of(d))
+            except TypeError:
+                found.append(None)
+        return found
+    except Exception:
+        return None
+
+
+def tag_reader(tags: list):
+    """read() -> the current values of `tags` (version_tags' views), as one value that compares equal only
+    while none of them has moved. It is called before every statement of a test, so where NumPy is there it
+    gathers all of them in one C call over a view of the memory that spans them; else one ctypes read each."""
+    value, list_, map_ = type(tags[0]).value.__get__, list, map
+    try:
+        import ctypes
+
+        import numpy.ctypeslib
+        addresses = [ctypes.addressof(t) for t in tags]
+        low = min(addresses)
+        if any((a - low) % 8 for a in addresses):
+            raise ValueError("a tag out of step with the others")
+        memory = numpy.ctypeslib.as_array(ctypes.cast(low, ctypes.POINTER(ctypes.c_uint64)),
+                                          shape=((max(addresses) - low) // 8 + 1,))
+        index = numpy.array([(a - low) // 8 for a in addresses], dtype=numpy.intp)
+        out = numpy.empty(len(addresses), dtype=numpy.uint64)
+        take, to_bytes = memory.take, out.tobytes
+
+        def gather() -> bytes:
+            take(index, None, out, "clip")
+            return to_bytes()
+
+        if numpy.frombuffer(gather(), dtype=numpy.uint64).tolist() != [t.value for t in tags]:
+            raise ValueError("the gathered tags are not the tags")
+        return gather
+    except Exception:  # no NumPy, or memory laid out otherwise: the plain reads, a few times slower
+        return lambda: list_(map_(value, tags))
+
+
+def _changed_since(tags: list | None, count: int):
+    """changed() -> the indices of the dicts whose tag moved since mark(i) last recorded it (all of them at
+    first, and every time where there are no tags); mark(i) records dict i's tag as the one it has now, after
+    a restorer has put it back. A restorer that skips an unchanged dict skips a pass that would change nothing:
+    restoring is idempotent, and the tag moves with every change made since."""
+    if tags is None:
+        everything = range(count)
+        return (lambda: everything), (lambda i: None)
+    list_, map_, range_, zip_, len_, sorted_ = list, map, range, zip, len, sorted  # captured: see the note above _cleaner
+    untagged = [i for i, t in enumerate(tags) if t is None]  # compared every time
+    taggable = [t for t in tags if t is not None]
+    at = [i for i, t in enumerate(tags) if t is not None]  # where each of `taggable` is in the list
+    position = {i: k for k, i in enumerate(at)}
+    value = type(taggable[0]).value.__get__ if taggable else None
+    read = tag_reader(taggable) if taggable else (lambda: None)
+    seen = [-1] * len(taggable)  # no tag is -1: the first pass looks at every dict
+    last = [None]  # what read() gave when every dict was as `seen` has it
+
+    def changed():
+        if read() == last[0]:
+            return untagged
+        now = list_(map_(value, taggable))
+        if now == seen:
+            last[0] = read()
+            return untagged
+        return sorted_([at[k] for k, a, b in zip_(range_(len_(now)), now, seen) if a != b] + untagged)
+
+    def mark(i: int) -> None:
+        k = position.get(i)
+        if k is not None:
+            seen[k] = value(taggable[k])
+
+    return changed, mark
+
+
 def _modules_restorer(snap: Snapshot, clean):
     """back(keep, sensitive, other): each module's class (a module class whose __getattribute__ would answer for
     it) and namespace as the snapshot has them; in a module that is not critical, only its code."""
@@ -195,14 +305,18 @@ def _modules_restorer(snap: Snapshot, clean):
     dict_keys, dict_values, dict_get, dict_setitem = dict.keys, dict.values, dict.get, dict.__setitem__
     object_setattr, missing, is_critical, sensitive_value = object.__setattr__, _MISSING, critical, _sensitive
 
+    changed, mark = _changed_since(version_tags([m[1] for m in modules], partial=True), len(modules))
+
     def back(keep, sensitive: list, other: list) -> None:
         for name, module, kind in module_objects:
             if type_(module) is not kind:
                 keep(type_(module))
                 object_setattr(module, "__class__", kind)
                 sensitive.append(f"{name}.__class__")
-        for name, d, keys, values in modules:
+        for i in changed():
+            name, d, keys, values = modules[i]
             if len_(d) == len_(keys) and all_(map_(is_, keys, dict_keys(d))) and all_(map_(is_, values, dict_values(d))):
+                mark(i)
                 continue
             if clean(d, keep):
                 sensitive.append(f"{name}[a key that is not a name]")
@@ -213,6 +327,7 @@ def _modules_restorer(snap: Snapshot, clean):
                     keep(current)
                     dict_setitem(d, key, value)
                     (sensitive if sensitive_value(value) else other).append(f"{name}.{key}")
+            mark(i)
 
     return back
 
@@ -268,10 +383,21 @@ def _classes_restorer(snap: Snapshot):
     type_setattr, type_delattr, bases_of = type.__setattr__, type.__delattr__, type.__dict__["__bases__"].__get__
     missing, cache_keys, behaviour = _MISSING, _CLASS_CACHE_KEYS, _behaviour
 
+    changed, mark = _changed_since(version_tags([c[4] for c in classes], partial=True), len(classes))
+    klasses, metas, all_bases = tuple(c[1] for c in classes), tuple(c[2] for c in classes), tuple(c[3] for c in classes)
+    enumerate_, sorted_ = enumerate, sorted
+
     def back(keep, sensitive: list) -> None:
-        for where, klass, meta, bases, cd, keys, values in classes:
+        todo = changed()
+        # a new metaclass or new bases leave the namespace's tag alone: those two are looked at every time
+        if not (all_(map_(is_, map_(type_, klasses), metas)) and all_(map_(is_, map_(bases_of, klasses), all_bases))):
+            todo = sorted_({*todo, *[i for i, klass in enumerate_(klasses)
+                                     if type_(klass) is not metas[i] or bases_of(klass) is not all_bases[i]]})
+        for i in todo:
+            where, klass, meta, bases, cd, keys, values = classes[i]
             if type_(klass) is meta and bases_of(klass) is bases and len_(cd) == len_(keys) \
                     and all_(map_(is_, keys, proxy_keys(cd))) and all_(map_(is_, values, proxy_values(cd))):
+                mark(i)
                 continue
             if type_(klass) is not meta:
                 keep(type_(klass))
@@ -294,6 +420,7 @@ def _classes_restorer(snap: Snapshot):
                     keep(current)
                     type_setattr(klass, key, value)
                     sensitive.append(f"{where}.{key}")
+            mark(i)
 
     return back
 
