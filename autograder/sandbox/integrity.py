@@ -628,12 +628,30 @@ def _code_objects(code) -> list:
     return found
 
 
-def _stack_checks(grader_codes: set):
+def pointer_hash():
+    """h(id) -> what object.__hash__ gives the object with that id (CPython: its address rotated right by 4
+    bits, one to one), or None where a probe says otherwise. The stack check looks each frame's code up with
+    object.__hash__ instead of id(), which is an audit event: a call of the hook for every frame of every draw."""
+    def h(i: int) -> int:
+        y = ((i >> 4) | (i << 60)) & 0xFFFF_FFFF_FFFF_FFFF
+        x = y - (1 << 64) if y >= 1 << 63 else y
+        return -2 if x == -1 else x
+    try:
+        probes = [object(), compile("0", "<probe>", "eval"), type("Probe", (), {})]
+        if sys.maxsize == 2 ** 63 - 1 and all(object.__hash__(p) == h(id(p)) for p in probes):
+            return h
+    except Exception:
+        pass
+    return None
+
+
+def _stack_checks(grader_codes: set, grader_hashes: set | None = None):
     """(on_behalf_of_consumer, only_grader_on_stack, add_consumer): what the hook asks of the stack that raised an
     event. Each is called by the hook itself (only_grader_on_stack through inputs_event), so the event's raiser
-    is two frames up: the depth is part of the contract."""
+    is two frames up: the depth is part of the contract. `grader_hashes`, where given, holds object.__hash__ of
+    the same code objects as `grader_codes` (ids): an identity, read without an audit event."""
     returners, consumers = _frame_helpers()
-    getframe, get_id = sys._getframe, id
+    getframe, get_id, object_hash = sys._getframe, id, object.__hash__
 
     def on_behalf_of_consumer() -> bool:
         f = getframe(2)  # 0: this function, 1: the hook, 2: whoever raised the event
@@ -648,6 +666,12 @@ def _stack_checks(grader_codes: set):
         code, the libraries and the course. A student's function anywhere on the way (even one
         that calls a given helper that draws) is not."""
         f = getframe(2)
+        if grader_hashes is not None:
+            while f is not None:
+                if object_hash(f.f_code) not in grader_hashes:
+                    return False
+                f = f.f_back
+            return True
         while f is not None:
             if get_id(f.f_code) not in grader_codes:
                 return False
@@ -828,7 +852,9 @@ def install_guard(trusted_codes=(), protected=()):
     # the course) and what trust_code() adds (the given and test cells, the kernel's own loop).
     grader_codes: set[int] = set(trusted_codes)
     keep_codes: list = []  # alive, so that their ids are never reused by a student's code
-    on_behalf_of_consumer, only_grader_on_stack, consumer = _stack_checks(grader_codes)
+    to_hash = pointer_hash()
+    grader_hashes = {to_hash(i) for i in grader_codes} if to_hash else None  # the same codes, for the stack walk
+    on_behalf_of_consumer, only_grader_on_stack, consumer = _stack_checks(grader_codes, grader_hashes)
     inputs_event, reseed, testing = _inputs_guard(busy, blocked, only_grader_on_stack)
     setattr_event = _code_writes_guard(busy, blocked, grader_codes, frozenset(protected))
     verifier: list = [None]
@@ -838,7 +864,7 @@ def install_guard(trusted_codes=(), protected=()):
                                   "function_writes": function_writes},
                                  {"inputs": inputs_event, "setattr": setattr_event,
                                   "on_behalf_of_consumer": on_behalf_of_consumer}))
-    get_id = id
+    get_id, object_hash = id, object.__hash__
 
     def set_untrusted(flag: bool) -> None:
         untrusted[0] = flag
@@ -850,6 +876,8 @@ def install_guard(trusted_codes=(), protected=()):
         for c in _code_objects(code):
             keep_codes.append(c)
             grader_codes.add(get_id(c))
+            if grader_hashes is not None:
+                grader_hashes.add(object_hash(c))
 
     def set_verifier(fn) -> None:
         verifier[0] = fn

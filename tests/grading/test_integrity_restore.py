@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from autograder.sandbox.integrity import Snapshot, _changed_since, tag_reader, version_tags
+from autograder.sandbox.integrity import Snapshot, _changed_since, pointer_hash, tag_reader, version_tags
 
 
 @pytest.fixture
@@ -90,3 +90,14 @@ def test_a_namespace_without_a_tag_is_looked_at_every_time():
     assert list(changed()) == [1]  # unchanged: only the one without a tag
     dicts[1]["b"] = 3
     assert changed() == [1, 2]
+
+
+def test_the_stack_checks_identity_is_object_hash():
+    """The stack check that guards the tests' random inputs looks each frame's code up by object.__hash__ (no
+    audit event) in a set computed from the snapshot's ids: the two must name the same objects."""
+    to_hash = pointer_hash()
+    if to_hash is None:
+        pytest.skip("object.__hash__ is not the rotated address here: the stack check uses id()")
+    codes = [compile(f"x = {i}", "<c>", "exec") for i in range(100)] + [test_the_stack_checks_identity_is_object_hash.__code__]
+    assert [to_hash(id(c)) for c in codes] == [object.__hash__(c) for c in codes]
+    assert len({to_hash(id(c)) for c in codes}) == len(codes)
