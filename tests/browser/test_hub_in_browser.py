@@ -59,17 +59,33 @@ def log_in(browser, url: str, name: str, password: str):
     return page
 
 
-def open_lab(page, url: str, name: str, path: str = "") -> None:
-    page.goto(f"{url}user/{name}/lab{'/tree/' + path if path else ''}?reset", timeout=240_000)
+def lab_after_login(page, name: str) -> None:
+    """JupyterLab, where the hub's login leads (the spawner's default URL is /lab). Each person loads it once; every
+    later step (a notebook, the Assignment List, the feedback) opens inside that page, as a student clicks through it."""
+    page.wait_for_url(lambda u: f"/user/{name}/lab" in u, timeout=240_000)
     page.wait_for_function("window.jupyterapp?.shell", timeout=240_000)
     page.wait_for_selector(".jp-LabShell", timeout=60_000)
 
 
-def assignment_list(page):
+_OPEN = "async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }"
+
+
+def open_notebook(page, path: str) -> None:
+    """Open `path` in the JupyterLab page, as a double-click in the file browser does (its tab, if open, comes
+    to the front)."""
+    page.evaluate(_OPEN, path)
+    page.wait_for_function("window.jupyterapp.shell.currentWidget?.content?.widgets?.length > 0", timeout=120_000)
+
+
+def assignment_list(page, refresh: bool = False):
+    """The Assignment List's tab (Nbgrader menu), opened or brought to the front; with `refresh`, its Refresh
+    button pressed, for what changed on the server since it was drawn (feedback released)."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").click()
     page.locator(".lm-Menu-itemLabel", has_text="Assignment List").click()
     panel = page.locator("#nbgrader-assignment-list, .nbgrader-AssignmentList, [id*='assignment']").last
     page.get_by_text("Released assignments").first.wait_for(timeout=60_000)
+    if refresh:
+        page.locator("#refresh_assignments_list").click()
     return panel
 
 
@@ -153,7 +169,7 @@ def test_the_class_loop_in_the_browser(tmp_path):
 def _loop(browser, url, tc, ana, bo):
     # the instructor releases 00_tour from formgrader's Manage Assignments
     teacher = log_in(browser, url, tc.instructor, tc.passwords[tc.instructor])
-    open_lab(teacher, url, tc.instructor)
+    lab_after_login(teacher, tc.instructor)
     teacher.goto(f"{url}user/{tc.instructor}/formgrader/manage_assignments", timeout=120_000)
     row = teacher.locator("tr", has_text=CHAPTER).first
     row.locator("td.release a").first.wait_for(timeout=60_000)
@@ -171,16 +187,14 @@ def _loop(browser, url, tc, ana, bo):
     students = {}
     for name, wrong in ((ana, None), (bo, typical_mistake())):
         page = log_in(browser, url, name, tc.passwords[name])
-        open_lab(page, url, name)
+        lab_after_login(page, name)
         assignment_list(page)
         click_in_list(page, "released_assignments_list", "Fetch")
         page.locator("#fetched_assignments_list .list_item", has_text=CHAPTER).first.wait_for(timeout=120_000)
         shot(page, f"02-{'a' if name == ana else 'b'}-student-fetched")
-        open_lab(page, url, name, f"{CHAPTER}/{CHAPTER}.ipynb")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=120_000)
+        open_notebook(page, f"{CHAPTER}/{CHAPTER}.ipynb")
         assert page.evaluate(_PASTE_AND_SAVE, {str(k): v for k, v in answer(wrong).items()}), "the notebook did not save"
         shot(page, f"03-{'a' if name == ana else 'b'}-student-answered")
-        open_lab(page, url, name)
         assignment_list(page)
         click_in_list(page, "fetched_assignments_list", "Submit")
         page.locator("#submitted_assignments_list .list_item", has_text=CHAPTER).first.wait_for(timeout=120_000)
@@ -251,10 +265,8 @@ def _a_late_resubmission_is_graded_alone(teacher, page, url, tc, ana, bo):
     teacher.wait_for_load_state()
     assert "latest" in teacher.locator("tr", has_text=CHAPTER).first.inner_text()
 
-    open_lab(page, url, bo, f"{CHAPTER}/{CHAPTER}.ipynb")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=120_000)
+    open_notebook(page, f"{CHAPTER}/{CHAPTER}.ipynb")
     assert page.evaluate(_PASTE_AND_SAVE, {str(k): v for k, v in answer(None).items()}), "the notebook did not save"
-    open_lab(page, url, bo)
     assignment_list(page)
     click_in_list(page, "fetched_assignments_list", "Submit")
     submitted = page.locator("#submitted_assignments_list")
@@ -279,8 +291,7 @@ def _students_read_their_feedback(students, url, ana, bo):
     hidden = hidden_test_lines()
     for name, expect in ((ana, "15 / 15"), (bo, "13 / 15")):
         page = students[name]
-        open_lab(page, url, name)
-        assignment_list(page)
+        assignment_list(page, refresh=True)
         click_in_list(page, "submitted_assignments_list", "Fetch Feedback")
         link = page.locator("#submitted_assignments_list a", has_text="view feedback").first
         link.wait_for(timeout=120_000)
