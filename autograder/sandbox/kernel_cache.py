@@ -131,6 +131,20 @@ def reference_builds(seeded: set[str]) -> dict[str, str]:
     return handed
 
 
+_HEADER_FOLDER = re.compile(r"^pch-[0-9a-f]{32}$")  # the emulator's precompiled header (build.py), one file inside
+
+
+def _keep_header_folder(path: str) -> bool:
+    """Whether `path` is a folder of the reference run's precompiled header: kept for the kernels, read-only."""
+    gch = os.path.join(path, "cuda_emu.h.gch")
+    if not (_HEADER_FOLDER.match(os.path.basename(path)) and stat.S_ISDIR(os.lstat(path).st_mode)
+            and os.listdir(path) == ["cuda_emu.h.gch"] and stat.S_ISREG(os.lstat(gch).st_mode)):
+        return False
+    os.chmod(path, 0o755)
+    os.chmod(gch, 0o644)
+    return True
+
+
 def after_warmup() -> None:
     """Before any kernel: the shared cache is read-only to it, its own cache is its working folder's."""
     if not enabled():
@@ -139,6 +153,8 @@ def after_warmup() -> None:
     os.environ["COURSE_CUDA_SHARED_CACHE"] = SHARED
     for name in os.listdir(SHARED):  # the emulator writes its builds 0600 (mkstemp): let the kernel read them
         path = os.path.join(SHARED, name)
+        if _keep_header_folder(path):
+            continue
         if not _BUILD_NAME.match(name) or not stat.S_ISREG(os.lstat(path).st_mode):
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
             continue

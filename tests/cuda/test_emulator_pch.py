@@ -50,3 +50,28 @@ def test_a_compile_error_is_still_on_the_students_line(cache):
         emulator_build.build(*_fresh(broken))
     errors = [d for d in raised.value.diagnostics if d.severity == "error"]
     assert errors and errors[0].line == 3 and "y" in errors[0].message, raised.value
+
+
+def test_the_sandbox_keeps_only_a_folder_that_is_one_precompiled_header(tmp_path):
+    """In a grading sandbox the reference run's precompiled header is left to the kernels, read-only
+    (autograder/sandbox/kernel_cache.py, after_warmup); anything else shaped like it is not."""
+    import os
+    import stat
+
+    from autograder.sandbox.kernel_cache import _keep_header_folder
+    good = tmp_path / f"pch-{'a' * 32}"
+    good.mkdir()
+    (good / "cuda_emu.h.gch").write_bytes(b"header")
+    assert _keep_header_folder(str(good))
+    assert stat.S_IMODE(good.stat().st_mode) == 0o755 and stat.S_IMODE((good / "cuda_emu.h.gch").stat().st_mode) == 0o644
+    crowded = tmp_path / f"pch-{'b' * 32}"
+    crowded.mkdir()
+    (crowded / "cuda_emu.h.gch").write_bytes(b"header")
+    (crowded / "other").write_bytes(b"")
+    linked = tmp_path / f"pch-{'c' * 32}"
+    linked.mkdir()
+    os.symlink("/etc/passwd", linked / "cuda_emu.h.gch")
+    misnamed = tmp_path / "pch-notahash"
+    misnamed.mkdir()
+    (misnamed / "cuda_emu.h.gch").write_bytes(b"header")
+    assert not any(_keep_header_folder(str(p)) for p in (crowded, linked, misnamed))
