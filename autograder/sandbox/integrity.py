@@ -371,6 +371,18 @@ def _tables_restorer(snap: Snapshot):
     return back
 
 
+def _metaclass_slot(meta: type, name: str, default):
+    """The `name` (__setattr__ or __delattr__) that sets a class of metaclass `meta`: type's, unless a built-in
+    metaclass has its own (ctypes' refuse type.__setattr__ on their classes), taken now from that C type, which
+    no student code can change; a metaclass written in Python gets type's, which it cannot replace."""
+    for klass in meta.__mro__:
+        own = klass.__dict__.get(name)
+        if own is not None:
+            immutable = klass.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE: a C type, its slots fixed
+            return own if immutable and klass is not type and type(own).__name__ == "wrapper_descriptor" else default
+    return default
+
+
 def _classes_restorer(snap: Snapshot):
     """back(keep, sensitive): each class's metaclass, bases and behaviour (methods and descriptors, added,
     replaced or removed) as the snapshot has them. Class-level data (counters such as torch's
@@ -385,6 +397,8 @@ def _classes_restorer(snap: Snapshot):
 
     changed, mark = _changed_since(version_tags([c[4] for c in classes], partial=True), len(classes))
     klasses, metas, all_bases = tuple(c[1] for c in classes), tuple(c[2] for c in classes), tuple(c[3] for c in classes)
+    setters = tuple(_metaclass_slot(meta, "__setattr__", type_setattr) for meta in metas)
+    deleters = tuple(_metaclass_slot(meta, "__delattr__", type_delattr) for meta in metas)
     enumerate_, sorted_ = enumerate, sorted
 
     def back(keep, sensitive: list) -> None:
@@ -412,13 +426,13 @@ def _classes_restorer(snap: Snapshot):
                 if type_(key) is str_ and key in cache_keys or not behaviour(proxy_get(cd, key)):
                     continue
                 keep(proxy_get(cd, key))
-                type_delattr(klass, key)
+                deleters[i](klass, key)
                 sensitive.append(f"{where}.{key}")
             for key, value in dict_items(known):
                 current = proxy_get(cd, key, missing)
                 if current is not value and key not in cache_keys and behaviour(value):
                     keep(current)
-                    type_setattr(klass, key, value)
+                    setters[i](klass, key, value)
                     sensitive.append(f"{where}.{key}")
             mark(i)
 

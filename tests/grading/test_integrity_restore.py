@@ -101,3 +101,23 @@ def test_the_stack_checks_identity_is_object_hash():
     codes = [compile(f"x = {i}", "<c>", "exec") for i in range(100)] + [test_the_stack_checks_identity_is_object_hash.__code__]
     assert [to_hash(id(c)) for c in codes] == [object.__hash__(c) for c in codes]
     assert len({to_hash(id(c)) for c in codes}) == len(codes)
+
+
+def test_a_patched_method_of_a_ctypes_class_is_put_back(module):
+    """ctypes' metaclasses refuse type.__setattr__ on their classes; the restore sets theirs through their own."""
+    import ctypes
+    m, root = module
+
+    class S(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_int)]
+
+        def h(self):
+            return "h"
+    S.__module__ = m.__name__
+    m.S = S
+    snap = Snapshot.take(roots=(root,))
+    assert _restore(snap) == set()
+    S.h = lambda self: "patched"
+    S.extra = lambda self: "added"
+    assert {name.rpartition(".S.")[2] for name in _restore(snap)} == {"h", "extra"}
+    assert S().h() == "h" and not hasattr(S, "extra")
