@@ -697,7 +697,8 @@ def _verifier(snapshot: Snapshot, gns: dict, torch_check):
     tags = version_tags([entry[1] for _, entry in watched] + [gns])
     seen = [cell.value for cell in tags] if tags else []
     tag_value = type_(tags[0]).value.__get__ if tags else None
-    tools_seen, tool_tags, gns_tag = seen[:-1], (tags or [None])[:-1], (tags or [None])[-1]
+    tools_seen = seen[:-1]
+    tool_tags, gns_tag = (tags[:-1], tags[-1]) if tags else ([], None)
     read_tools = tag_reader(tool_tags) if tool_tags else (lambda: None)
     tools_read = [read_tools()]  # what read_tools() gave when every tool was as tools_seen has it
 

@@ -379,7 +379,7 @@ def _metaclass_slot(meta: type, name: str, default):
         own = klass.__dict__.get(name)
         if own is not None:
             immutable = klass.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE: a C type, its slots fixed
-            return own if immutable and klass is not type and type(own).__name__ == "wrapper_descriptor" else default
+            return own if immutable and klass is not type and type(own) is types.WrapperDescriptorType else default
     return default
 
 

@@ -456,23 +456,24 @@ def _runtime_library(cxx: str, version: str, digest: str) -> Path:
     return _atomic_build(target, build)
 
 
-def _precompiled_header(cxx: str, version: str, digest: str, flags: list[str]) -> Path | None:
-    """A folder holding cuda_emu.h.gch, the emulator's header (and the C++ library it includes) precompiled for a
-    count-mode module with these user flags: put before the header's own folder on the include path, it takes a
+def _precompiled_header(cxx: str, version: str, digest: str, compile_flags: list[str]) -> Path | None:
+    """A folder holding cuda_emu.h.gch, the emulator's header (and the C++ library it includes) precompiled with
+    `compile_flags`, a count-mode module's own: put before the header's own folder on the include path, it takes a
     kernel's compile from about 0.27 to 0.08 CPU-s. g++ ignores a precompiled header its options do not match and
-    reads cuda_emu.h from the next folder, so a stale or odd one costs time, never a wrong build. None where it
-    cannot be built (the module is compiled from the header then)."""
-    key = _key("pch", " ".join(_COMMON + COUNT_FLAGS + flags), version, digest)
-    shared = shared_cache_dir()  # in a grading sandbox, the one the reference run made (kernel_cache.py)
-    if shared is not None and (shared / f"pch-{key}" / "cuda_emu.h.gch").is_file():
-        return shared / f"pch-{key}"
+    reads cuda_emu.h from the next folder, so a stale or odd one costs time, never a wrong build. In a grading
+    sandbox, the one the reference run made (kernel_cache.py); None where it cannot be built (the module is
+    compiled from the header then)."""
+    key = _key("pch", " ".join(compile_flags), version, digest)
+    shared = _shared(f"pch-{key}/cuda_emu.h.gch")
+    if shared is not None:
+        return shared.parent
     folder = cache_dir() / f"pch-{key}"
     target = folder / "cuda_emu.h.gch"
     if target.exists():
         return folder
 
     def build(tmp: Path) -> None:
-        cmd = [cxx, *_COMMON, *COUNT_FLAGS, *flags, "-fPIC", "-x", "c++-header", "-I", str(HERE), str(HEADER)]
+        cmd = [cxx, *compile_flags, "-x", "c++-header", "-I", str(HERE), str(HEADER)]
         result = _run_compiler(cmd + ["-o", str(tmp)], HERE)
         if result.returncode != 0:
             raise RuntimeError(result.stderr[-2000:])
@@ -550,13 +551,13 @@ def build(source: str, name_expressions, options=(), mode: str = "count") -> Bui
                 tu_path = Path(work) / "module.cpp"
                 tu_path.write_text(tu)
 
-                pch = _precompiled_header(cxx, version, digest, flags)
+                compile_flags = [*_COMMON, *COUNT_FLAGS, *flags, "-fPIC"]  # the header's precompiled with the same
+                pch = _precompiled_header(cxx, version, digest, compile_flags)
                 include = ["-I", str(pch), "-I", str(HERE)] if pch else ["-I", str(HERE)]
 
                 def compile_so(tmp: Path) -> None:
                     obj = Path(work) / "module.o"
-                    _compile([cxx, *_COMMON, *COUNT_FLAGS, *flags, "-fPIC", "-c", *include, str(tu_path)],
-                             obj, source, Path(work))
+                    _compile([cxx, *compile_flags, "-c", *include, str(tu_path)], obj, source, Path(work))
                     # Linked without -fsanitize: no sanitizer library, the runtime's counters instead.
                     _compile([cxx, *_COMMON, "-shared", str(obj), str(runtime), f"-Wl,-rpath,{runtime.parent}"], tmp,
                              source, Path(work))
