@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Chapter 05 on a lent GPU, in one call: the GPU tests (pytest -m gpu, JUnit XML; chapter 07's im2col kernel
-# and conv2d on torch.cuda memory among them, tests/framework/test_conv_device.py), chapter 05's solution
-# notebook checked on the GPU (its tests on torch.cuda tensors), the `gpu` benchmark suite (JSON records
-# naming the device; chapter 07's im2col and conv2d cases at its end) and chapter 06's `compile` suite (fused
-# kernels, torch.compile), then a short table. benchmarks/device/gpu_check.py does the work; this script picks the
-# Python and gives it what it lacks.
+# Chapter 05 on a lent GPU, in one call: the GPU tests (pytest -m gpu, JUnit XML; chapter 07's im2col and
+# col2im kernels, conv2d and its backward on torch.cuda memory among them, tests/framework/test_conv_device.py),
+# chapter 05's solution notebook checked on the GPU (its tests on torch.cuda tensors), the `gpu` benchmark suite
+# (JSON records naming the device; chapter 07's im2col, conv2d, col2im and conv2d backward cases at its end) and
+# chapter 06's `compile` suite (fused kernels, torch.compile), then a short table. benchmarks/device/gpu_check.py
+# does the work; this script picks the Python and gives it what it lacks.
 #
 # On the lent GPU machine, which runs its own python3 (3.12, torch, cupy, pytest, hypothesis) and reaches no
 # package registry. First, here, once (where pip reaches a registry; about 16 MB of wheels, ignored by git):

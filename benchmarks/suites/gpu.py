@@ -14,7 +14,9 @@ target beside it:
     register-blocked matmul, the same          >= 50 %
     softmax over the rows of 4096 x 4096       >= 50 %
     conv2d, batch 64, 16 -> 32 channels, 3x3, padding 1, 28x28: chapter 07's im2col kernel and chapter 05's
-        matmul per image, against torch's (cuDNN), and the im2col launch alone against F.unfold: reported
+        matmul per image, against torch's (cuDNN), and the im2col launch alone against F.unfold: reported;
+        its backward (the col2im kernel, the matmuls, im2col again, the bias's sum) against torch's, and the
+        col2im launch alone against F.fold: reported
 
 GPU only. Without a GPU (and cupy) the suite says so and measures nothing: the emulator's times say
 nothing about a GPU's (benchmarks/suites/gpu_kernels_smoke.py measures what the emulator costs).
@@ -173,3 +175,39 @@ def conv_case(case, b, device: str, on_gpu: bool) -> None:
          lambda: torch.testing.assert_close(conv.conv2d(xs, ws, bs, padding=1).to_torch(),
                                             F.conv2d(x, w, bias, padding=1), rtol=0, atol=bound),
          number=2, shape=shape)
+    image = torch.empty_like(x)
+    case("col2im", lambda: conv.launch_col2im(image, cols, 3, 1, 1, 1), lambda: F.fold(cols, side, 3, 1, 1, 1),
+         lambda: (conv.launch_col2im(image, cols, 3, 1, 1, 1),
+                  torch.testing.assert_close(image, F.fold(cols, side, 3, 1, 1, 1))), shape=shape)
+    conv_backward_case(case, b, conv, x, w, bias, where, shape)
+
+
+def conv_backward_case(case, b, conv, x, w, bias, where: str, shape: str) -> None:
+    """conv2d's backward on the device (chapter 07's convolution_backward for the CUDA key: col2im, the
+    matmuls, im2col, the bias's sum) against torch's autograd on the same tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.randn(F.conv2d(x, w, bias, padding=1).shape, device=x.device)
+    leaves = [b.wrap_torch(t, where).requires_grad_() for t in (x, w, bias)]
+    out, gs = conv.conv2d(*leaves, padding=1), b.wrap_torch(g, where)
+    theirs = [t.detach().requires_grad_() for t in (x, w, bias)]
+    out_theirs = F.conv2d(*theirs, padding=1)
+
+    def ours():
+        for t in leaves:
+            t.grad = None
+        out.backward(gs, retain_graph=True)
+
+    def check():
+        exact = [t.detach().double().requires_grad_() for t in (x, w, bias)]
+        sizes = [t.detach().double().abs().requires_grad_() for t in (x, w, bias)]
+        F.conv2d(*exact, padding=1).backward(g.double())
+        F.conv2d(*sizes, padding=1).backward(g.double().abs())
+        terms = max(w.shape[0] * 9, g.shape[0] * g.shape[2] * g.shape[3]) + 1
+        for mine, want, size in zip(leaves, exact, sizes):
+            bound = terms * torch.finfo().eps * size.grad.max().item()
+            torch.testing.assert_close(mine.grad.to_torch(), want.grad.float(), rtol=0, atol=bound)
+
+    case(f"conv2d {x.shape[1]}->{w.shape[0]} backward (col2im + matmuls, im2col, sum)", ours,
+         lambda: torch.autograd.grad(out_theirs, theirs, g, retain_graph=True), check, number=2, shape=shape)

@@ -1602,8 +1602,7 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
 # Real PyTorch: `im2col_kernel` in [`im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh)
 # is this kernel, for one contiguous image: one thread per `(c, h_out, w_out)`,
 # a loop over the taps, the same bounds check. Its `col2im_kernel`, beside
-# it, is the backward (one thread per pixel, summing the windows over it):
-# here the backward on a device is not written, and says so.
+# it, is the backward: your next kernel, after this one.
 
 # %% reference=true
 # What this section takes from chapter 05: its kernel API and launch geometry, the CUDA key's registration, the
@@ -1813,8 +1812,262 @@ for_random_inputs(random_im2col, 12)
 for_random_inputs(random_conv_on_device, 6)
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# ### The backward on the device: col2im
+#
+# `conv2d`'s backward on a device needs the same three gradients as on the
+# CPU (section 4). Two of them are products chapter 05 already has: the
+# weight's gradient is the output's gradient times the im2col matrix of the
+# input (your `im2col` kernel again), and the bias's is a sum. The input's
+# gradient needs the one new kernel: **col2im**, `F.fold`, every window's
+# gradient added back onto the pixels it came from.
+#
+# On the CPU you scattered: one tap at a time, a block added onto a slice of
+# the image. On a GPU a scatter is a race: two threads adding their window's
+# share onto the same pixel at the same moment lose one of the sums (unless
+# every add is an atomic, which is slow and sums in no fixed order). So turn
+# it around — a **gather**: one thread per pixel `(n, c, h, w)` of the
+# image, summing the entries of `cols` that came from it, and writing the
+# pixel **once**. Which entries? Tap `(p, q)` of window `(i, j)` read the
+# pixel where
+#
+# ```
+# h = i·sH − pH + p·dH   and   w = j·sW − pW + q·dW
+# ```
+#
+# so for each tap `(p, q)` the window is `i = (h + pH − p·dH) / sH` — if that
+# is a whole number (stride > 1 skips rows), not negative, and below `H_out`
+# — and the same for `j`. A tap with no such window adds nothing; a pixel no
+# window covers (stride larger than the kernel) is written as 0.
+#
+# Write the body of `col2im<T>` and `launch_col2im(image, cols, kernel_size,
+# dilation=1, padding=0, stride=1, max_blocks=MAX_BLOCKS)` for a contiguous
+# `image` `(N, C, H, W)` and a contiguous `cols` `(N, C·kH·kW, L)`: one
+# thread per pixel in a grid-stride loop, no launch when the image is empty,
+# every integer as `np.int64`.
+#
+# **The least memory traffic.** Each pixel is written once; each entry of
+# `cols` that came from a pixel is read once; an entry that came from the
+# padding is never read. The emulator counts, and the tests compare.
+#
+# Real PyTorch: `col2im_batched_kernel` in [`im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh)
+# (what `F.fold` launches on a GPU) is this gather, one thread per pixel of
+# the whole batch, "to avoid involving atomic operations"; it loops over the
+# windows that can cover the pixel rather than over the taps (the same sum).
+# `slow_conv2d_backward` in [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu)
+# launches its one-image sibling `col2im_kernel` after one GEMM per image.
+
+# %% solution="ex_col2im" reference=true
+COL2IM = Kernels(cuda_source(r"""
+template <typename T>
+__global__ void col2im(T* image, const T* cols, long long N, long long C, long long H, long long W,
+                       long long kH, long long kW, long long dH, long long dW, long long pH, long long pW,
+                       long long strideH, long long strideW, long long Hout, long long Wout) {
+    ### BEGIN SOLUTION
+    long long L = Hout * Wout, pixels = N * C * H * W;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < pixels;
+         index += (long long)blockDim.x * gridDim.x) {
+        long long w = index % W, h = index / W % H, plane = index / (H * W);  // plane = n * C + c
+        const T* column = cols + plane * kH * kW * L;
+        T sum = T(0);
+        for (long long p = 0; p < kH; ++p) {
+            long long top = h + pH - p * dH;  // where window row i starts: i * strideH
+            if (top < 0 || top % strideH != 0 || top / strideH >= Hout)
+                continue;
+            for (long long q = 0; q < kW; ++q) {
+                long long left = w + pW - q * dW;
+                if (left < 0 || left % strideW != 0 || left / strideW >= Wout)
+                    continue;
+                sum += column[(p * kW + q) * L + (top / strideH) * Wout + left / strideW];
+            }
+        }
+        image[index] = sum;
+    }
+    ### END SOLUTION
+}
+"""), extra="")
+
+
+def launch_col2im(image: torch.Tensor, cols: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1,
+                  max_blocks: int = MAX_BLOCKS) -> None:
+    """image (N, C, H, W), contiguous = F.fold(cols, (H, W), ...) for a contiguous cols (N, C*kH*kW, L)."""
+    ### BEGIN SOLUTION
+    (kh, kw), (dh, dw) = pair(kernel_size, "kernel_size"), pair(dilation, "dilation")
+    (ph, pw), (sh, sw) = pair(padding, "padding"), pair(stride, "stride")
+    n, c, h, w = image.shape
+    ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
+    geometry = launch_1d(n * c * h * w, max_blocks=max_blocks)
+    if geometry is not None:
+        sizes = (n, c, h, w, kh, kw, dh, dw, ph, pw, sh, sw, ho, wo)
+        COL2IM("col2im", C_TYPES[image.dtype])(*geometry, (image, cols, *(np.int64(v) for v in sizes)))
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The next cell registers `convolution_backward` for the `CUDA` key, as
+# `slow_conv2d_backward` does: the windows' gradients by chapter 05's matmul
+# (the weight's transpose times the output's gradient, per image and group),
+# then your col2im; the weight's gradient from your im2col and the batched
+# matmul, summed over the images; the bias's by the device's `sum`.
+
 # %% reference=true
-__all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda"]
+@register_cuda_kernel("convolution_backward")
+def convolution_backward_cuda(grad: Tensor, input: Tensor, weight: Tensor, stride, padding, dilation, groups: int,
+                              output_mask) -> tuple:
+    """(grad_input, grad_weight, grad_bias) on the device, each None where output_mask does not ask for it."""
+    if input.dtype not in (float32, float64):
+        raise RuntimeError(f"picotorch's CUDA backend convolves float32 and float64 tensors, not {input.dtype.name}")
+    (n, c, h, w), (o, cg, kh, kw), (ho, wo) = input.shape, weight.shape, grad.shape[2:]
+    rows, og = cg * kh * kw, o // groups  # a group's rows of the im2col matrix, its output channels
+    grads = grad.reshape(n, groups, og, ho * wo)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        filters = weight.reshape(groups, og, rows)
+        cols = (filters.mT @ grads).contiguous()  # (N, G, rows, L): every window's gradient
+        grad_input = empty_on((n, c, h, w), input.dtype, input.device)
+        launch_col2im(grad_input.to_torch(), cols.to_torch().view(n, c * kh * kw, ho * wo), (kh, kw), dilation,
+                      padding, stride)
+    if output_mask[1]:
+        cols = empty_on((n, groups, rows, ho * wo), input.dtype, input.device)
+        launch_im2col(cols.to_torch().view(n, c * kh * kw, ho * wo), input.to_torch(), (kh, kw), dilation, padding,
+                      stride)
+        grad_weight = (grads @ cols.mT).sum(0).reshape(o, cg, kh, kw)
+    if output_mask[2]:
+        grad_bias = grad.sum((0, 2, 3))
+    return grad_input, grad_weight, grad_bias
+
+
+# %% tests="ex_col2im" points=3
+def expect_col2im(n: int, c: int, output_size, kernel_size, dilation=1, padding=0, stride=1, what="",
+                  max_blocks=MAX_BLOCKS, dtype=torch.float32, draw=inputs) -> None:
+    """launch_col2im of random cols (n, c*kH*kW, L) into a poisoned image against F.fold; on the emulator, its one
+    launch's memory accesses."""
+    (h, w), (kh, kw), (dh, dw) = output_size, pair(kernel_size, "k"), pair(dilation, "d")
+    (ph, pw), (sh, sw) = pair(padding, "p"), pair(stride, "s")
+    length = conv_output_size(h, kh, sh, ph, dh) * conv_output_size(w, kw, sw, pw, dw)
+    cols = draw.randn((n, c * kh * kw, length), dtype=dtype).to(TORCH_DEVICE)
+    args = f"kernel_size={kernel_size}, dilation={dilation}, padding={padding}, stride={stride}"
+    name = f"launch_col2im(image, cols, {args}{', max_blocks=%d' % max_blocks if max_blocks != MAX_BLOCKS else ''})"
+    what = f"{name} for cols: {describe(cols)} into an image of size {output_size} on {TORCH_DEVICE}{what}"
+    expected = F.fold(cols, output_size, kernel_size, dilation, padding, stride)
+    image = torch.full(expected.shape, float("nan"), dtype=cols.dtype, device=TORCH_DEVICE)
+    with recording() as launches, compare.labelled(what):
+        launch_col2im(image, cols, kernel_size, dilation, padding, stride, max_blocks)
+    if bool(image.isnan().any()):
+        missed = image.isnan().nonzero()[0].tolist()
+        raise AssertionError(f"{what}: {int(image.isnan().sum())} of the {image.numel()} pixels were never written, "
+                             f"the first at {missed}: every pixel is written once, 0 where no window covers it (is "
+                             f"there a grid-stride loop over every pixel?){inputs.replay_hint()}")
+    compare.assert_matches(image, expected, what)
+    if len(launches) != (1 if expected.numel() else 0):
+        raise AssertionError(f"{what}: {len(launches)} launches; col2im is one launch (none when the image is empty)")
+    if launches and not ON_GPU:  # the emulator counted every access: compare with the least there can be
+        counts = launches[0].counts
+        taps = int(F.unfold(torch.ones(expected.shape), kernel_size, dilation, padding, stride).sum())
+        compare.assert_equal(counts.global_stores, image.numel(), f"{what}: the global stores (each pixel written once)")
+        compare.assert_equal(counts.global_loads, taps, f"{what}: the global loads (each entry of cols that came from a "
+                             "pixel read once, the padding's never)")
+
+
+def expect_conv_grads_on_device(x: torch.Tensor, w: torch.Tensor, b=None, what="", needs=(True, True, True),
+                                draw=inputs, **kwargs) -> None:
+    """conv2d's backward on CONV_DEVICE tensors (x with its layout) against torch autograd in float64: each .grad
+    asked for (needs: input, weight, bias), within the rounding of its sums; None for the others."""
+    x, w, b = on_device(x), on_device(w), None if b is None else on_device(b)
+    g = on_device(draw.randn(tuple(F.conv2d(x, w, b, **kwargs).shape), dtype=x.dtype))
+    call = f"conv2d(x, w, {'b' if b is not None else 'None'}, " + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    what = f"{call}).backward(g) for x: {describe(x)}, w: {describe(w)} on '{CONV_DEVICE}'{what}"
+    leaves = [t if t is None else wrap_torch(t, CONV_DEVICE).requires_grad_(need) for t, need in zip((x, w, b), needs)]
+    with compare.labelled(what):
+        conv2d(*leaves, **kwargs).backward(wrap_torch(g, CONV_DEVICE))
+    exact = [t if t is None else t.to(torch.float64, copy=True).requires_grad_(need) for t, need in zip((x, w, b), needs)]
+    sizes = [t if t is None else t.double().abs().requires_grad_(need) for t, need in zip((x, w, b), needs)]
+    F.conv2d(*exact, **kwargs).backward(g.double())
+    F.conv2d(*sizes, **kwargs).backward(g.double().abs())  # the same sums over the terms' sizes: their rounding
+    n, (o, cg, kh, kw), (ho, wo) = x.shape[0], w.shape, g.shape[2:]
+    terms = max(o * kh * kw, n * ho * wo) + 1
+    for name, mine, theirs, size in zip(("input", "weight", "bias"), leaves, exact, sizes):
+        if mine is None:
+            continue
+        if theirs.grad is None:
+            if mine.grad is not None:
+                raise AssertionError(f"{what}: {name}.grad is computed, but torch leaves it None ({name} does not "
+                                     "require grad)")
+            continue
+        bound = terms * torch.finfo(x.dtype).eps * float(size.grad.max()) + torch.finfo(x.dtype).tiny
+        compare.assert_matches(mine.grad, theirs.grad.to(x.dtype), f"{what}: {name}.grad", rtol=0, atol=bound)
+
+
+torch.manual_seed(8)
+expect_col2im(2, 3, (4, 5), 2, what=" (overlapping windows: a pixel sums every window's share)")
+expect_col2im(1, 2, (5, 4), 2, stride=(2, 1), what=" (stride (2, 1): a row between two windows' starts gets no "
+              "window of that tap)")
+expect_col2im(1, 2, (5, 5), 2, stride=3, what=" (stride 3 > kernel 2: pixels no window covers are 0)")
+expect_col2im(2, 2, (2, 3), (1, 3), padding=(1, 2), what=" (padding (1, 2): a window starts pH rows above the "
+              "image, the padding's entries never read)")
+expect_col2im(2, 1, (5, 5), 3, dilation=2, padding=2, what=" (dilation 2 and padding 2)")
+expect_col2im(1, 2, (4, 5), (2, 3), dilation=(2, 1), padding=(1, 0), stride=(1, 2),
+              what=" (dilation (2, 1), padding (1, 0), stride (1, 2))")
+expect_col2im(2, 1, (4, 4), 3, padding=(0, 1), stride=(2, 1), what=" (padding on the columns only)")
+expect_col2im(3, 4, (9, 8), 3, padding=1, max_blocks=2,
+              what=" (a grid of 2 blocks for 864 pixels: each thread takes several, a grid-stride loop)")
+expect_col2im(2, 3, (5, 6), 2, dtype=torch.float64, what=" (float64)")
+expect_col2im(0, 3, (5, 6), 2, what=" (an empty batch: no launch)")
+x, w, b = torch.randn(2, 3, 6, 7), torch.randn(4, 3, 3, 3), torch.randn(4)
+expect_conv_grads_on_device(x, w, b)
+expect_conv_grads_on_device(x, torch.randn(4, 3, 2, 2), b, stride=3,
+                            what=" (stride 3 > kernel 2: the pixels no window sees get 0)")
+expect_conv_grads_on_device(x, w, b, dilation=(2, 1), padding=(1, 2), what=" (dilation (2, 1), padding (1, 2))")
+expect_conv_grads_on_device(torch.randn(2, 4, 5, 6), torch.randn(6, 2, 2, 3), b=torch.randn(6), groups=2,
+                            what=" (groups 2: the channels of one group never mix with another's)")
+expect_conv_grads_on_device(x, torch.randn(4, 3, 2, 2), padding="same",
+                            what=" (padding 'same' with an even kernel: the device's constant_pad_nd backward)")
+expect_conv_grads_on_device(x.transpose(2, 3), w, b, stride=2, what=" (a transposed input, stride 2)")
+expect_conv_grads_on_device(x, w, b, needs=(True, False, False), what=" (only the input requires grad)")
+expect_conv_grads_on_device(x, w, b, needs=(False, True, True), what=" (the input does not require grad)")
+expect_conv_grads_on_device(x.double(), w.double(), b.double(), padding=1, what=" (float64)")
+leaves = [wrap_torch(on_device(t), CONV_DEVICE).requires_grad_() for t in (x, w)]
+y = conv2d(*leaves, padding=1)
+with recording() as launches:
+    y.sum().backward()
+names = [launch.kernel.split("<")[0] for launch in launches]
+if names.count("col2im") != 1 or names.count("im2col") != 1:
+    raise AssertionError(f"the backward of conv2d(x, w, padding=1) for a (2, 3, 6, 7) x on '{CONV_DEVICE}' launched "
+                         f"{names}: one col2im (the input's gradient) and one im2col (the weight's)")
+print(f"the backward of conv2d on '{CONV_DEVICE}': {len(names)} launches, {', '.join(names)}")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_col2im(draw):
+    n, c, h, w = draw(0, 2) if draw.coin(6) else draw(1, 2), draw(1, 3), draw(1, 8), draw(1, 8)
+    (kh, kw), (dh, dw) = (draw(1, 3), draw(1, 3)), (draw(1, 2), draw(1, 2))
+    (ph, pw), (sh, sw) = (draw(0, 2), draw(0, 2)), (draw(1, 4), draw(1, 3))
+    ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
+    if ho <= 0 or wo <= 0:
+        return
+    expect_col2im(n, c, (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw), max_blocks=draw.choice([1, 3, MAX_BLOCKS]),
+                  dtype=draw.choice([torch.float32, torch.float64]), draw=draw)
+
+
+def random_conv_grads_on_device(draw):
+    groups = draw.choice([1, 1, 2])
+    n, c, o, kh, kw = draw(1, 2), groups * draw(1, 2), groups * draw(1, 3), draw(1, 3), draw(1, 3)
+    x = draw.noncontiguous(draw.randn((n, c, draw(kh + 2, 7), draw(kw + 2, 7))))
+    kwargs = dict(groups=groups, stride=(draw(1, 4), draw(1, 3)), padding=(draw(0, 1), draw(0, 2)),
+                  dilation=(draw(1, 2), draw(1, 2)))
+    if draw.coin(4):
+        kwargs.update(padding="same", stride=1)
+    needs = draw.choice([(True, True, True), (True, False, True), (False, True, False)])
+    expect_conv_grads_on_device(x, draw.randn((o, c // groups, kh, kw)), draw.randn((o,)) if draw.coin() else None,
+                                needs=needs, draw=draw, **kwargs)
+
+
+for_random_inputs(random_col2im, 12)
+for_random_inputs(random_conv_grads_on_device, 6)
+### END HIDDEN TESTS
+
+# %% reference=true
+__all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda", "COL2IM", "launch_col2im",
+            "convolution_backward_cuda"]
 
 # %% [markdown]
 # ## Check your work

@@ -104,6 +104,37 @@ ALTERNATIVES = {
     }"""), ("""    geometry = launch_1d(n * c * ho * wo, max_blocks=max_blocks)""",
             """    geometry = launch_1d(cols.numel(), threads=128, max_blocks=max_blocks)""")),
     },
+    "col2im as torch's im2col.cuh writes it: a loop over the windows that can cover the pixel, 512 threads a block": {
+        "ex_col2im": _rewrite("ex_col2im", ("""        long long w = index % W, h = index / W % H, plane = index / (H * W);  // plane = n * C + c
+        const T* column = cols + plane * kH * kW * L;
+        T sum = T(0);
+        for (long long p = 0; p < kH; ++p) {
+            long long top = h + pH - p * dH;  // where window row i starts: i * strideH
+            if (top < 0 || top % strideH != 0 || top / strideH >= Hout)
+                continue;
+            for (long long q = 0; q < kW; ++q) {
+                long long left = w + pW - q * dW;
+                if (left < 0 || left % strideW != 0 || left / strideW >= Wout)
+                    continue;
+                sum += column[(p * kW + q) * L + (top / strideH) * Wout + left / strideW];
+            }
+        }
+        image[index] = sum;""", """        long long w_im = index % W + pW, h_im = index / W % H + pH, c_im = index / (H * W);
+        long long extent_w = (kW - 1) * dW + 1, extent_h = (kH - 1) * dH + 1;
+        long long w_start = w_im < extent_w ? 0 : (w_im - extent_w) / strideW + 1;
+        long long w_end = min(w_im / strideW + 1, Wout);
+        long long h_start = h_im < extent_h ? 0 : (h_im - extent_h) / strideH + 1;
+        long long h_end = min(h_im / strideH + 1, Hout);
+        T val = 0;
+        for (long long i = h_start; i < h_end; ++i)
+            for (long long j = w_start; j < w_end; ++j) {
+                long long h_k = h_im - i * strideH, w_k = w_im - j * strideW;
+                if (h_k % dH == 0 && w_k % dW == 0)
+                    val += cols[((c_im * kH + h_k / dH) * kW + w_k / dW) * L + i * Wout + j];
+            }
+        image[index] = val;"""), ("""    geometry = launch_1d(n * c * h * w, max_blocks=max_blocks)""",
+                                  """    geometry = launch_1d(image.numel(), threads=512, max_blocks=max_blocks)""")),
+    },
     "Conv2d's repr from a list of the non-default fields": {
         "ex_layers": _rewrite("ex_layers", ("""        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0, 0):

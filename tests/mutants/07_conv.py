@@ -159,6 +159,36 @@ MUTANTS = {
         "an empty batch still launched (launch_1d's None unpacked)": _wrong("ex_device", (
             "    if geometry is not None:\n", "    if True:\n")),
     },
+    "ex_col2im": {
+        "col2im overwrites instead of adding: overlapping windows keep only the last tap's share": {
+            "code": _wrong("ex_col2im", ("                sum += column[", "                sum = column[")),
+            "shows": "overlapping"},
+        "the window's origin with the padding on the wrong side (h - pH: the windows start below the image)": _wrong(
+            "ex_col2im", ("long long top = h + pH - p * dH;", "long long top = h - pH - p * dH;"),
+            ("long long left = w + pW - q * dW;", "long long left = w - pW - q * dW;")),
+        "the dilation ignored (the taps side by side)": _wrong("ex_col2im", (
+            "long long top = h + pH - p * dH;", "long long top = h + pH - p;"),
+            ("long long left = w + pW - q * dW;", "long long left = w + pW - q;")),
+        "no check that the stride divides the offset: a row between two windows' starts read as a window": _wrong(
+            "ex_col2im", ("top < 0 || top % strideH != 0 ||", "top < 0 ||"), ("left < 0 || left % strideW != 0 ||", "left < 0 ||")),
+        "no check against H_out: a window past the last one read (the next tap's entries)": _wrong("ex_col2im", (
+            " || top / strideH >= Hout)", ")"), (" || left / strideW >= Wout)", ")")),
+        "a pixel no window covers left unwritten": {
+            "code": _wrong("ex_col2im", ("        image[index] = sum;", "        if (sum != T(0))\n            image[index] = sum;")),
+            "shows": "never written"},
+        "no grid-stride loop: one pixel per thread, the pixels past the grid never written": {
+            "code": _wrong("ex_col2im", (
+                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < pixels;
+         index += (long long)blockDim.x * gridDim.x) {""",
+                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (index < pixels) {""")),
+            "shows": "grid-stride"},
+        "the launch counts the windows without the padding": _wrong("ex_col2im", (
+            "ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)",
+            "ho, wo = conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)")),
+        "an empty image still launched (launch_1d's None unpacked)": _wrong("ex_col2im", (
+            "    if geometry is not None:\n", "    if True:\n")),
+    },
     "ex_layers": {
         "the bias initialised with fan_in = in_channels (the kernel's size left out)": _wrong("ex_layers", (
             "fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]", "fan_in = self.weight.shape[1]")),

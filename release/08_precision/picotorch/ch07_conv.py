@@ -569,4 +569,72 @@ def constant_pad_cuda(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
     return out
 
 
-__all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda"]
+COL2IM = Kernels(cuda_source(r"""
+template <typename T>
+__global__ void col2im(T* image, const T* cols, long long N, long long C, long long H, long long W,
+                       long long kH, long long kW, long long dH, long long dW, long long pH, long long pW,
+                       long long strideH, long long strideW, long long Hout, long long Wout) {
+    long long L = Hout * Wout, pixels = N * C * H * W;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < pixels;
+         index += (long long)blockDim.x * gridDim.x) {
+        long long w = index % W, h = index / W % H, plane = index / (H * W);  // plane = n * C + c
+        const T* column = cols + plane * kH * kW * L;
+        T sum = T(0);
+        for (long long p = 0; p < kH; ++p) {
+            long long top = h + pH - p * dH;  // where window row i starts: i * strideH
+            if (top < 0 || top % strideH != 0 || top / strideH >= Hout)
+                continue;
+            for (long long q = 0; q < kW; ++q) {
+                long long left = w + pW - q * dW;
+                if (left < 0 || left % strideW != 0 || left / strideW >= Wout)
+                    continue;
+                sum += column[(p * kW + q) * L + (top / strideH) * Wout + left / strideW];
+            }
+        }
+        image[index] = sum;
+    }
+}
+"""), extra="")
+
+
+def launch_col2im(image: torch.Tensor, cols: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1,
+                  max_blocks: int = MAX_BLOCKS) -> None:
+    """image (N, C, H, W), contiguous = F.fold(cols, (H, W), ...) for a contiguous cols (N, C*kH*kW, L)."""
+    (kh, kw), (dh, dw) = pair(kernel_size, "kernel_size"), pair(dilation, "dilation")
+    (ph, pw), (sh, sw) = pair(padding, "padding"), pair(stride, "stride")
+    n, c, h, w = image.shape
+    ho, wo = conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)
+    geometry = launch_1d(n * c * h * w, max_blocks=max_blocks)
+    if geometry is not None:
+        sizes = (n, c, h, w, kh, kw, dh, dw, ph, pw, sh, sw, ho, wo)
+        COL2IM("col2im", C_TYPES[image.dtype])(*geometry, (image, cols, *(np.int64(v) for v in sizes)))
+
+
+@register_cuda_kernel("convolution_backward")
+def convolution_backward_cuda(grad: Tensor, input: Tensor, weight: Tensor, stride, padding, dilation, groups: int,
+                              output_mask) -> tuple:
+    """(grad_input, grad_weight, grad_bias) on the device, each None where output_mask does not ask for it."""
+    if input.dtype not in (float32, float64):
+        raise RuntimeError(f"picotorch's CUDA backend convolves float32 and float64 tensors, not {input.dtype.name}")
+    (n, c, h, w), (o, cg, kh, kw), (ho, wo) = input.shape, weight.shape, grad.shape[2:]
+    rows, og = cg * kh * kw, o // groups  # a group's rows of the im2col matrix, its output channels
+    grads = grad.reshape(n, groups, og, ho * wo)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        filters = weight.reshape(groups, og, rows)
+        cols = (filters.mT @ grads).contiguous()  # (N, G, rows, L): every window's gradient
+        grad_input = empty_on((n, c, h, w), input.dtype, input.device)
+        launch_col2im(grad_input.to_torch(), cols.to_torch().view(n, c * kh * kw, ho * wo), (kh, kw), dilation,
+                      padding, stride)
+    if output_mask[1]:
+        cols = empty_on((n, groups, rows, ho * wo), input.dtype, input.device)
+        launch_im2col(cols.to_torch().view(n, c * kh * kw, ho * wo), input.to_torch(), (kh, kw), dilation, padding,
+                      stride)
+        grad_weight = (grads @ cols.mT).sum(0).reshape(o, cg, kh, kw)
+    if output_mask[2]:
+        grad_bias = grad.sum((0, 2, 3))
+    return grad_input, grad_weight, grad_bias
+
+
+__all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda", "COL2IM", "launch_col2im",
+            "convolution_backward_cuda"]
