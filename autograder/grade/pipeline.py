@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,6 +232,8 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
                 options.progress(result, len(before) + done, len(submissions))
 
         fresh, worker_rss = [], {}
+        if todo:
+            _import_the_writers_meanwhile()
         if todo and options.scheduler:
             fresh, worker_rss = grade_on_cluster(options.scheduler, chapter, todo, limits, on_result, version,
                                                  log=options.warn)
@@ -247,6 +250,19 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
     by_student = {**before, **{r.student: r for r in fresh}}
     results = [by_student[s.student] for s in submissions]
     return results, (len(worker_rss) if options.scheduler else workers), worker_rss, set(before), journal.key
+
+
+def _import_the_writers_meanwhile() -> None:
+    """Import what `_write` needs (nbgrader's API alone takes over a second) in a thread, while this process
+    waits for the graders: when few submissions changed, waiting for the graders' start is most of a run,
+    and these imports came after it."""
+    def imports() -> None:
+        try:
+            import nbgrader.api  # noqa: F401
+            from autograder.grade import feedback, gradebook, report  # noqa: F401
+        except Exception:  # noqa: BLE001  (the same imports in _write say what is wrong, where it matters)
+            pass
+    threading.Thread(target=imports, name="import-the-writers", daemon=True).start()
 
 
 def _write(graded: ClassResult, options: GradeOptions) -> None:
