@@ -29,20 +29,21 @@
 # | piece | in torch | exercise |
 # |---|---|---|
 # | the windows as one view, `F.unfold` | `unfold` in [`TensorShape.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/TensorShape.cpp), [`Im2Col.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Im2Col.cpp) and [`im2col.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/im2col.h) | 1 |
-# | `conv2d`: stride, padding (`"same"`, `"valid"`), dilation, groups; the `convolution` operator | `_convolution` in [`Convolution.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Convolution.cpp), [`ConvolutionMM2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/ConvolutionMM2d.cpp) | 2 |
-# | the backward: `convolution_backward`, `F.fold` (col2im) | [`Col2Im.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Col2Im.cpp), `convolution_backward` in [`derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml) | 3 |
-# | `max_pool2d` (indices, ties), `avg_pool2d`, `ceil_mode` | [`DilatedMaxPool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/DilatedMaxPool2d.cpp), [`AveragePool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AveragePool2d.cpp) | 4 |
-# | `adaptive_avg_pool2d`, `AdaptiveAvgPool2d` | [`AdaptiveAveragePooling.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AdaptiveAveragePooling.cpp) | 5 |
-# | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 6 |
-# | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 7 |
-# | on the device: an im2col kernel in CUDA C; `conv2d` on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 8 |
+# | memory formats: `channels_last` as a permutation of strides, `contiguous(memory_format=...)` | `get_channels_last_strides_2d` in [`MemoryFormat.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/MemoryFormat.h), [`Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h) | 2 |
+# | `conv2d`: stride, padding (`"same"`, `"valid"`), dilation, groups; the `convolution` operator; its result's memory format | `_convolution` in [`Convolution.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Convolution.cpp), [`ConvolutionMM2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/ConvolutionMM2d.cpp) | 3 |
+# | the backward: `convolution_backward`, `F.fold` (col2im) | [`Col2Im.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Col2Im.cpp), `convolution_backward` in [`derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml) | 4 |
+# | `max_pool2d` (indices, ties), `avg_pool2d`, `ceil_mode` | [`DilatedMaxPool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/DilatedMaxPool2d.cpp), [`AveragePool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AveragePool2d.cpp) | 5 |
+# | `adaptive_avg_pool2d`, `AdaptiveAvgPool2d` | [`AdaptiveAveragePooling.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AdaptiveAveragePooling.cpp) | 6 |
+# | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 7 |
+# | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 8 |
+# | on the device: an im2col and a col2im kernel in CUDA C; `conv2d` and its backward on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 9, 10 |
 #
 # `Convolution.cpp`'s `_convolution` chooses an algorithm for each call: on a
 # GPU, cuDNN (which has its own im2col-free and Winograd/FFT kernels); on the
 # CPU, oneDNN (mkldnn) when it is built in, and otherwise `ConvolutionMM2d.cpp`,
 # the "slow" path — im2col and one GEMM per image, exactly what you build here.
 #
-# **Time:** about 7 hours — eight exercises.
+# **Time:** about 8 hours — ten exercises.
 #
 # **How this notebook works.** Cells with *YOUR CODE HERE* are yours, each
 # followed by its tests. The visible tests name each rule the prose states;
@@ -332,7 +333,212 @@ from course.widgets.conv_explorer import explore
 explore(unfold, from_torch)
 
 # %% [markdown]
-# ## 3. Convolution = windows × weights
+# ## 3. Memory formats: the same image, channels last
+#
+# A batch of images `(N, C, H, W)` is usually stored row-major: a row's `W`
+# pixels side by side, then the rows, then the channels. **`channels_last`**
+# stores the same shape in another order: the `C` values of one pixel side by
+# side, then the pixels of a row, the rows, the images — NHWC in memory while
+# the shape stays NCHW. Nothing new is needed to represent it: it is a
+# **permutation of strides**, chapter 01's view rules at work. For
+# `(N, C, H, W)` the strides are `(H·W·C, 1, W·C, C)`. Convolution libraries
+# like it (cuDNN's Tensor Cores, oneDNN on the CPU): one tap of a window,
+# across every channel, is one contiguous run of memory.
+#
+# Chapter 01 keeps a small registry, `MEMORY_FORMATS`: a memory format
+# (torch's own values: `torch.contiguous_format`, `torch.channels_last`) →
+# its strides for a shape and its rule for "lies in this order".
+# `x.is_contiguous(memory_format=...)` asks the rule;
+# `x.contiguous(memory_format=...)` returns `x` itself when the rule says
+# yes, else a copy with exactly the format's strides. You register
+# `channels_last` (the cell's last line does) by writing its two functions:
+#
+# - `channels_last_strides(shape)`, torch's `get_channels_last_strides_2d`:
+#   for `(N, C, H, W)`, stride 1 for `C`, then `C` for `W`, `W·C` for `H`,
+#   `H·W·C` for `N` — products of the sizes **as they are**: a dim of size 1
+#   still gets its place's stride, and a size 0 makes every stride outside it
+#   0. Any number of dims but 4: `RuntimeError("required rank 4 tensor to use
+#   channels_last format")`.
+# - `is_channels_last_contiguous(shape, stride)`, torch's
+#   `_compute_channels_last_contiguous_2d`: walk the dims in the order `C, W,
+#   H, N` with `expected = 1`; **a dim of size 1 is skipped** (its stride never
+#   matters, as in chapter 01); every other dim must have stride `expected`,
+#   and then `expected *= size`. Not 4-D: `False`. Unlike chapter 01's rule,
+#   **no elements is no exception**: an empty tensor passes only if its
+#   strides do.
+#
+# **The ambiguous cases.** A tensor can lie in both orders at once: a
+# row-major `(N, 1, H, W)` (one channel: the channel's stride never matters)
+# or `(N, C, 1, 1)` is also channels-last contiguous, so
+# `contiguous(memory_format=torch.channels_last)` returns it as it is, with
+# its row-major strides — while a **fresh** channels-last tensor of that shape
+# (a copy, `torch.empty(..., memory_format=...)`) has
+# `channels_last_strides`, size-1 dims included: `(2, 1, 4, 5)` gets
+# `(20, 1, 5, 1)`, not `(20, 20, 5, 1)`.
+#
+# Which order does an operator give its result? Torch guesses from the
+# input's strides: `suggest_memory_format` says channels_last when
+# `is_channels_last_strides_2d` accepts them — strides that order the dims
+# `C, W, H, N` from the smallest, not only dense ones, with row-major as the
+# fallback in the cases strides cannot tell apart (`(N, 1, 1, 1)`). It is
+# given below as `suggests_channels_last(t)`. A convolution on the CPU gives a
+# channels-last result when its input **or** its weight suggests channels
+# last (`convolution_memory_format(input, weight)`, given: you use it in the
+# next section).
+#
+# Real PyTorch: `get_channels_last_strides_2d` and `is_channels_last_strides_2d`
+# (with its Note [Ambiguous is_channels_last_strides_xd]) in
+# [`c10/core/MemoryFormat.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/MemoryFormat.h),
+# `_compute_channels_last_contiguous_2d` in [`c10/core/Contiguity.h`](https://github.com/pytorch/pytorch/blob/main/c10/core/Contiguity.h),
+# `suggest_memory_format` in [`TensorBase.h`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/TensorBase.h),
+# `_determine_backend_memory_format` in [`Convolution.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Convolution.cpp).
+
+# %% reference=true
+from picotorch import contiguous_format, in_memory_format, register_memory_format
+
+channels_last = torch.channels_last  # (torch's value itself, as chapter 01's contiguous_format)
+
+
+def suggests_channels_last(t: Tensor) -> bool:
+    """torch's is_channels_last_strides_2d (what suggest_memory_format asks): t's strides order its dims C, W, H, N
+    from the smallest, falling back to row-major where strides cannot tell (see the prose)."""
+    if t.dim() != 4 or t.stride(1) == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        size, stride = t.shape[d], t.stride(d)
+        if size == 0 or stride < least or (d == 0 and least == t.stride(1)):
+            return False
+        least = stride * size if size > 1 else stride
+    return True
+
+
+def convolution_memory_format(input: Tensor, weight: Tensor):
+    """The order of a convolution's result on the CPU (torch's _determine_backend_memory_format for its slow and
+    oneDNN paths): channels_last when the input or the weight suggests it."""
+    return channels_last if suggests_channels_last(input) or suggests_channels_last(weight) else contiguous_format
+
+
+# %% solution="ex_channels_last" reference=true
+def channels_last_strides(shape) -> tuple:
+    """torch's strides for a fresh channels_last tensor of this 4-D shape (N, C, H, W)."""
+    ### BEGIN SOLUTION
+    if len(shape) != 4:
+        raise RuntimeError("required rank 4 tensor to use channels_last format")
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+    ### END SOLUTION
+
+
+def is_channels_last_contiguous(shape, stride) -> bool:
+    """Whether a tensor of this shape and these strides lies channels-last contiguous (torch's rule)."""
+    ### BEGIN SOLUTION
+    if len(shape) != 4:
+        return False
+    expected = 1
+    for d in (1, 3, 2, 0):
+        if shape[d] != 1:
+            if stride[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+    ### END SOLUTION
+
+
+register_memory_format(channels_last, channels_last_strides, is_channels_last_contiguous)
+
+# %% tests="ex_channels_last" points=3
+def expect_channels_last_strides(shape, what="") -> None:
+    """channels_last_strides(shape) against the strides of torch's fresh channels_last tensor, or torch's error."""
+    what = f"channels_last_strides({tuple(shape)}){what}"
+    same_outcome(lambda: tuple(channels_last_strides(tuple(shape))),
+                 lambda: torch.empty(shape, memory_format=torch.channels_last).stride(), what)
+
+
+def expect_channels_last_rule(shape, stride, what="") -> None:
+    """is_channels_last_contiguous(shape, stride) against torch's is_contiguous(memory_format=torch.channels_last)."""
+    what = f"is_channels_last_contiguous({tuple(shape)}, {tuple(stride)}){what}"
+    wanted = torch.empty_strided(shape, stride).is_contiguous(memory_format=torch.channels_last)
+    compare.assert_equal(call_yours(what, is_channels_last_contiguous, tuple(shape), tuple(stride)), wanted, what)
+
+
+def expect_memory_format_calls(x: torch.Tensor, what: str, draw=inputs) -> None:
+    """Tensor.contiguous and is_contiguous with memory_format=torch.channels_last, against torch's: values,
+    strides, the tensor itself when already in that order, the gradient through the copy."""
+    what = f"{what} ({describe(x)})"
+    mine = ours(x)
+    compare.assert_equal(call_yours(what, mine.is_contiguous, memory_format=torch.channels_last),
+                         x.is_contiguous(memory_format=torch.channels_last),
+                         f"x.is_contiguous(memory_format=torch.channels_last) for x: {what}")
+    result = same_outcome(lambda: mine.contiguous(memory_format=torch.channels_last),
+                          lambda: x.contiguous(memory_format=torch.channels_last),
+                          f"x.contiguous(memory_format=torch.channels_last) for x: {what}", layout=True)
+    if result is not None and (result[1] is x) != (result[0] is mine):
+        raise AssertionError(f"x.contiguous(memory_format=torch.channels_last) for x: {what}: "
+                             f"{'a copy' if result[1] is x else 'x itself'}, but torch returns "
+                             f"{'x itself (already channels-last contiguous)' if result[1] is x else 'a copy'}")
+    if result is not None and x.dim() == 4 and x.numel():
+        same_call(lambda t: t.contiguous(memory_format=torch.channels_last) * 2, [x], f"the gradient through "
+                  f"x.contiguous(memory_format=torch.channels_last) * 2 for x: {what}", ours=ours, grad=True, draw=draw)
+
+
+for shape, why in [((2, 3, 4, 5), ""), ((2, 1, 4, 5), " (one channel: C's stride is still 1)"),
+                   ((2, 3, 1, 5), " (H of size 1 keeps its place's stride W·C)"), ((2, 3, 4, 1), " (W of size 1)"),
+                   ((1, 1, 1, 1), " (every dim of size 1)"), ((2, 0, 3, 3), " (C of size 0: the strides outside it 0)"),
+                   ((2, 3, 0, 4), " (H of size 0)"), ((2, 3, 4), " (3-D: torch raises RuntimeError)"),
+                   ((2, 3, 4, 5, 6), " (5-D: RuntimeError)")]:
+    expect_channels_last_strides(shape, why)
+for shape, stride, why in [((2, 3, 4, 5), (60, 1, 15, 3), " (channels_last's own strides)"),
+                           ((2, 3, 4, 5), (60, 20, 5, 1), " (row-major: not channels last)"),
+                           ((2, 3, 4, 5), (60, 1, 3, 12), " (H and W's strides swapped: the walk goes C, W, H, N)"),
+                           ((2, 1, 4, 5), (20, 20, 5, 1), " (row-major with one channel: both orders at once)"),
+                           ((2, 3, 1, 1), (3, 1, 1, 1), " (row-major (N, C, 1, 1): both orders at once)"),
+                           ((2, 3, 1, 5), (15, 1, 7, 3), " (the stride of a dim of size 1 never matters)"),
+                           ((2, 3, 4, 5), (120, 1, 15, 3), " (a gap between images: not contiguous)"),
+                           ((2, 3, 4, 5), (60, 1, 30, 6), " (every other pixel: not contiguous)"),
+                           ((2, 3, 4, 5), (0, 1, 15, 3), " (expanded along N: stride 0)"),
+                           ((2, 0, 3, 3), (9, 9, 3, 1), " (no elements, row-major strides: no exception, False)"),
+                           ((2, 0, 3, 3), (0, 1, 0, 0), " (no elements, channels_last's strides: True)"),
+                           ((3, 4, 5), (1, 15, 3), " (3-D: never channels last)"),
+                           ((2, 1, 3), (3, 3, 1), " (3-D with one channel: never channels last)")]:
+    expect_channels_last_rule(shape, stride, why)
+x = torch.randn(2, 3, 4, 5)
+expect_memory_format_calls(x, "a row-major x")
+expect_memory_format_calls(x.contiguous(memory_format=torch.channels_last), "a channels-last x: x itself")
+expect_memory_format_calls(torch.randn(2, 1, 4, 5), "a row-major x of one channel: already channels last, x itself")
+expect_memory_format_calls(torch.randn(2, 1, 4, 5).transpose(2, 3), "a transposed x of one channel: a fresh copy "
+                           "gets channels_last_strides, size-1 dims included")
+expect_memory_format_calls(x[:, :, ::2], "x sliced with a step")
+expect_memory_format_calls(torch.randn(2, 3, 1, 5).permute(0, 2, 3, 1), "a permuted x")
+expect_memory_format_calls(torch.randn(2, 0, 3, 3), "an empty x")
+expect_memory_format_calls(torch.randn(2, 3, 4), "a 3-D x: contiguous raises RuntimeError, is_contiguous is False")
+compare.assert_equal(ours(x).is_contiguous(torch.contiguous_format), True,
+                     "x.is_contiguous(torch.contiguous_format) for a row-major x (chapter 01's rule)")
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_memory_format(draw):
+    shape = tuple(draw(1, 3) if draw.coin(3) else draw(0, 4) for _ in range(4))
+    if draw.coin(8):
+        shape = shape[:draw(1, 3)] if draw.coin() else shape + (draw(1, 3),)
+    expect_channels_last_strides(shape)
+    if len(shape) == 4:
+        strides = [channels_last_strides(shape), torch.empty(shape).stride()]
+        stride = list(draw.choice(strides))
+        for d in range(4):
+            if draw.coin(4):
+                stride[d] = draw(0, 30)
+        expect_channels_last_rule(shape, stride)
+    x = draw.randn(shape)
+    if draw.coin() and len(shape) == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    expect_memory_format_calls(draw.noncontiguous(x), "a random x", draw=draw)
+
+
+for_random_inputs(random_memory_format, 40)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Convolution = windows × weights
 #
 # `conv2d(input, weight, bias, stride, padding, dilation, groups)` with `input`
 # of shape `(N, C, H, W)` and `weight` of shape `(O, C/groups, kH, kW)`:
@@ -381,6 +587,14 @@ explore(unfold, from_torch)
 # - a `bias` that is not 1-D with `weight.shape[0]` elements;
 # - input and weight of different dtypes;
 # - a kernel (dilated) larger than the padded input.
+#
+# **The result's memory format** is torch's: channels last when the input
+# or the weight suggests it (section 3). Decide it with
+# `convolution_memory_format(input, weight)` before any padding, and give
+# the operator's result exactly that format's strides with chapter 01's
+# `in_memory_format(out, memory_format)` — not `contiguous(memory_format=...)`,
+# which keeps a result that already lies channels last with its row-major
+# strides (a `(N, O, 1, 1)` output: torch's has `(O, 1, O, O)`).
 #
 # Real PyTorch: `conv2d` in [`torch/nn/functional.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/functional.py)
 # is `at::conv2d`; `_convolution_mode` in [`Convolution.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Convolution.cpp)
@@ -438,6 +652,7 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
                            f"{list(input.shape)}")
     if input.dim() == 3:
         return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    layout = convolution_memory_format(input, weight)  # (before "same" pads a row-major copy of the input)
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
     if min(stride) < 1:
         raise RuntimeError("non-positive stride is not supported")
@@ -478,7 +693,8 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if h + 2 * padding[0] < spans[0] or w + 2 * padding[1] < spans[1]:
         raise RuntimeError(f"Calculated padded input size per channel: ({h + 2 * padding[0]} x {w + 2 * padding[1]}). "
                            f"Kernel size: ({spans[0]} x {spans[1]}). Kernel size can't be greater than actual input size")
-    return dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)
+    out = dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)
+    return out if layout is contiguous_format else in_memory_format(out, layout)
     ### END SOLUTION
 
 
@@ -534,6 +750,21 @@ with LoggingMode() as log:
 if "convolution" not in log:
     raise AssertionError(f"conv2d(x, w, b, padding=1) called the operators {log}: it must dispatch the one "
                          "operator 'convolution' (torch's aten::convolution), so that every key sees it")
+x_cl, w_cl = x.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last)
+for args, kwargs, why in [((x_cl, w, b), {}, "a channels-last input: a channels-last result"),
+                          ((x, w_cl, b), {}, "a channels-last weight: a channels-last result"),
+                          ((x_cl, w), dict(stride=2, padding=1), "a channels-last input, stride 2, padding 1"),
+                          ((x_cl, torch.randn(6, 4, 2, 2)), dict(padding="same"),
+                           "padding 'same' with an even kernel: the format decided before the padded copy"),
+                          ((x_cl, torch.randn(5, 4, 6, 7), b[:5]), {},
+                           "a (2, 5, 1, 1) result: channels_last_strides exactly, size-1 dims included"),
+                          ((torch.randn(2, 6, 7, 1).permute(0, 3, 1, 2), torch.randn(6, 1, 3, 3)), {},
+                           "one channel with strides (42, 1, 7, 1): it suggests channels last"),
+                          ((torch.randn(2, 1, 6, 7), torch.randn(6, 1, 3, 3)), {},
+                           "one channel, row-major: ambiguous, so row-major")]:
+    same_call(lambda *t: (conv2d if isinstance(t[0], Tensor) else F.conv2d)(*t, **kwargs), list(args),
+              f"conv2d(x, w{', b' if len(args) > 2 else ''}, {kwargs}) ({why}): its result's strides",
+              ours=ours, layout=True)
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_conv(draw):
@@ -554,11 +785,21 @@ def random_conv(draw):
     expect_conv(x if draw(0, 4) or n == 0 else x[0], w, b, draw=draw, **kwargs)
 
 
+def random_conv_layout(draw):
+    n, c, o, kh, kw = draw(1, 3), draw(1, 3), draw(1, 3), draw(1, 3), draw(1, 3)
+    x, w = draw.randn((n, c, draw(kh, 6), draw(kw, 6))), draw.randn((o, c, kh, kw))
+    x, w = [t.contiguous(memory_format=torch.channels_last) if draw.coin() else draw.noncontiguous(t) for t in (x, w)]
+    padding = draw.choice([0, 1, "same"])
+    same_call(lambda p, q: (conv2d if isinstance(p, Tensor) else F.conv2d)(p, q, padding=padding), [x, w],
+              f"conv2d(x, w, padding={padding!r}): its result's strides", ours=ours, layout=True, draw=draw)
+
+
 for_random_inputs(random_conv, 40)
+for_random_inputs(random_conv_layout, 20)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 4. The backward: two products and col2im
+# ## 5. The backward: two products and col2im
 #
 # With `g` the gradient of the output, `(N, O, H_out, W_out)`, the backward
 # of the contraction is two more contractions (as for `linear`, chapter 03):
@@ -696,6 +937,8 @@ expect_conv(x, torch.randn(6, 2, 3, 3), b, grad=True, groups=2, what=" and its g
 expect_conv(x, torch.randn(6, 4, 2, 2), grad=True, padding="same", what=" and its gradients (padding 'same', 2×2)")
 expect_conv(x.transpose(2, 3), w, grad=True, what=" and its gradients (a transposed input, no bias)")
 expect_conv(x[1], w, b, grad=True, what=" and its gradients (a 3-D input)")
+expect_conv(x.contiguous(memory_format=torch.channels_last), w, b, grad=True, padding=1,
+            what=" and its gradients (a channels-last input: the gradient through the result's copy too)")
 for mask in [(True, False, False), (False, True, False), (False, False, True), (True, True, False)]:
     expect_mask(x, w, b, mask, f"convolution_backward_cpu(g, x, w, ..., output_mask={mask})")
 with LoggingMode() as log:
@@ -735,7 +978,7 @@ for_random_inputs(random_conv_grad, 20)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5. Pooling
+# ## 6. Pooling
 #
 # A pooling layer shrinks an image by summarising each window: its maximum
 # (`max_pool2d`) or its mean (`avg_pool2d`). The windows are the same view
@@ -1147,7 +1390,7 @@ for_random_inputs(random_adaptive, 25)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 6. Layers, and a CNN on the digits
+# ## 7. Layers, and a CNN on the digits
 #
 # The modules around the functions, with torch's parameters, defaults and
 # `repr`:
@@ -1556,13 +1799,15 @@ with_fixed_inputs(expect_cnn_trains_as_torch, 1)
 # %% reference=true
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
 __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
+           "channels_last", "suggests_channels_last", "convolution_memory_format", "channels_last_strides",
+           "is_channels_last_contiguous",
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
            "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
 
 # %% [markdown]
-# ## 7. On the device
+# ## 8. On the device
 #
 # Chapter 05's backend has no convolution yet: `conv2d` on an `emu` (or
 # `cuda`) tensor reaches the `CUDA` key, finds no kernel there, and says so.
@@ -1816,7 +2061,7 @@ for_random_inputs(random_conv_on_device, 6)
 # ### The backward on the device: col2im
 #
 # `conv2d`'s backward on a device needs the same three gradients as on the
-# CPU (section 4). Two of them are products chapter 05 already has: the
+# CPU (section 5). Two of them are products chapter 05 already has: the
 # weight's gradient is the output's gradient times the im2col matrix of the
 # input (your `im2col` kernel again), and the bias's is a sum. The input's
 # gradient needs the one new kernel: **col2im**, `F.fold`, every window's

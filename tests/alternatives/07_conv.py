@@ -25,6 +25,21 @@ ALTERNATIVES = {
                                """    matrix = np.moveaxis(windows.numpy(), (4, 5), (2, 3))
     return from_numpy(np.ascontiguousarray(matrix).reshape(n, c * kh * kw, ho * wo))""")),
     },
+    "channels_last's strides as a running product over its order, its rule by comparison with them": {
+        "ex_channels_last": _rewrite("ex_channels_last", ("""    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)""", """    strides, step = [0] * 4, 1
+    for d in (1, 3, 2, 0):  # innermost first
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)"""), ("""    expected = 1
+    for d in (1, 3, 2, 0):
+        if shape[d] != 1:
+            if stride[d] != expected:
+                return False
+            expected *= shape[d]
+    return True""", """    fresh = channels_last_strides(shape)
+    return all(size == 1 or s == f for size, s, f in zip(shape, stride, fresh))""")),
+    },
     "a direct convolution (a loop over the kernel's taps), 'same' as an explicit pad": {
         "ex_conv": _rewrite("ex_conv", ("""    out = np.empty((n, o, ho * wo), dtype=w.dtype)
     for g in range(groups):

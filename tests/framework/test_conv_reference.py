@@ -1,11 +1,14 @@
 """Chapter 07's reference convolution against torch at the sizes the course trains on (the notebook's tests use
 small random shapes): conv2d forward and backward on a batch of 16→32 channels, 3×3, 28×28, a strided and a
-dilated case, the operators the dispatcher sees, and a max-pool + conv network's gradients. Cheap: a second."""
+dilated case, the operators the dispatcher sees, and a max-pool + conv network's gradients; and channels_last
+(its strides, contiguity and a convolution's result format) on every small shape hypothesis draws. A few seconds."""
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course import compare
 
@@ -45,3 +48,51 @@ def test_the_dispatcher_sees_the_convolution_operators(pt):
         y.sum().backward()
     for op in ("convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "convolution_backward"):
         assert op in log, f"{op} is not among the operators the LoggingMode saw: {log}"
+
+
+_SIZES = st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)
+
+
+def _strides(data, shape):
+    """Strides for shape: channels_last's, row-major's, or either with some dims' strides redrawn (size-1 dims'
+    strides, gaps, zeros: the cases torch's rules tell apart)."""
+    start = data.draw(st.sampled_from([torch.empty(shape, memory_format=torch.channels_last).stride(),
+                                       torch.empty(shape).stride()]))
+    return tuple(data.draw(st.integers(0, 40)) if data.draw(st.booleans()) else s for s in start)
+
+
+def _strided(shape, stride):
+    """Random values viewed with these sizes and strides (over a storage just large enough)."""
+    return torch.randn(max(sum((n - 1) * s for n, s in zip(shape, stride)) + 1, 1)).as_strided(shape, stride)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=_SIZES, data=st.data())
+def test_channels_last_strides_and_contiguity_match_torch(pt, shape, data):
+    stride = _strides(data, shape)
+    ours, theirs = tuple(pt.channels_last_strides(shape)), torch.empty(shape, memory_format=torch.channels_last).stride()
+    assert ours == theirs, f"channels_last_strides({shape}) is {ours}, torch's fresh channels_last tensor has {theirs}"
+    t = _strided(shape, stride)
+    mine = pt.from_torch(t)
+    for fmt in (torch.channels_last, torch.contiguous_format):
+        ours, theirs = mine.is_contiguous(memory_format=fmt), t.is_contiguous(memory_format=fmt)
+        assert ours == theirs, f"is_contiguous(memory_format={fmt}) for {shape} stride {stride}: {ours}, torch {theirs}"
+    got, want = mine.contiguous(memory_format=torch.channels_last), t.contiguous(memory_format=torch.channels_last)
+    ours, theirs = (tuple(got.shape), got.stride(), got is mine), (tuple(want.shape), want.stride(), want is t)
+    assert ours == theirs, (f"contiguous(memory_format=torch.channels_last) for {shape} stride {stride}: (shape, "
+                            f"strides, itself) {ours}, torch {theirs}")
+    compare.assert_matches(got, want, f"x.contiguous(memory_format=torch.channels_last) for {shape} stride {stride}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=st.lists(st.integers(1, 3), min_size=4, max_size=4).map(tuple), data=st.data())
+def test_a_convolution_gives_its_result_torchs_memory_format(pt, shape, data):
+    """conv2d by a row-major 1x1 weight: channels last exactly when the input's strides suggest it (torch's
+    is_channels_last_strides_2d, size-1 and ambiguous cases included), with torch's strides and values."""
+    stride = _strides(data, shape)
+    x = _strided(shape, stride)
+    w = torch.randn(2, shape[1], 1, 1)
+    got, want = pt.conv2d(pt.from_torch(x), pt.from_torch(w)), F.conv2d(x, w)
+    assert got.stride() == want.stride(), (f"conv2d(x, w) for x of shape {shape} stride {stride}: strides "
+                                           f"{got.stride()}, torch's {want.stride()}")
+    compare.assert_matches(got, want, f"conv2d(x, w) for x of shape {shape} stride {stride}")

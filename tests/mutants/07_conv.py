@@ -35,6 +35,25 @@ MUTANTS = {
         "the im2col columns ordered (W_out, H_out)": _wrong("ex_unfold", (
             "windows.permute(0, 1, 4, 5, 2, 3)", "windows.permute(0, 1, 4, 5, 3, 2)")),
     },
+    "ex_channels_last": {
+        "the strides of the row-major order (N, C, H, W), not of (N, H, W, C)": _wrong("ex_channels_last", (
+            "return (h * w * c, 1, w * c, c)", "return (c * h * w, h * w, w, 1)")),
+        "H and W swapped in the strides (N, W, H, C in memory)": _wrong("ex_channels_last", (
+            "return (h * w * c, 1, w * c, c)", "return (h * w * c, 1, c, h * c)")),
+        "a size 0 or 1 counted as 1 in the strides (chapter 01's contiguous strides' habit)": _wrong(
+            "ex_channels_last", ("return (h * w * c, 1, w * c, c)",
+                                 "return (max(h, 1) * max(w, 1) * max(c, 1), 1, max(w, 1) * max(c, 1), max(c, 1))")),
+        "no rank check: a 3-D shape unpacked (ValueError, not torch's RuntimeError)": _wrong("ex_channels_last", (
+            "    if len(shape) != 4:\n        raise RuntimeError", "    if False:\n        raise RuntimeError")),
+        "the walk in the order C, H, W, N": _wrong("ex_channels_last", ("for d in (1, 3, 2, 0):", "for d in (1, 2, 3, 0):")),
+        "the strides of size-1 dims checked too": _wrong("ex_channels_last", (
+            "        if shape[d] != 1:\n            if stride[d] != expected:", "        if True:\n            if stride[d] != expected:")),
+        "chapter 01's exception kept: no elements taken as channels-last contiguous": _wrong("ex_channels_last", (
+            "    expected = 1\n    for d in (1, 3, 2, 0):",
+            "    if 0 in shape:\n        return True\n    expected = 1\n    for d in (1, 3, 2, 0):")),
+        "a 3-D shape walked as if it were 4-D (an IndexError, not False)": _wrong("ex_channels_last", (
+            "    if len(shape) != 4:\n        return False", "    if False:\n        return False")),
+    },
     "ex_conv": {
         "groups mix channels: every group reads the first group's input channels": _wrong("ex_conv", (
             "windows[:, g * cg:(g + 1) * cg]", "windows[:, 0:cg]")),
@@ -61,9 +80,18 @@ MUTANTS = {
         "the im2col rows ordered (kH, kW, C) while the weight's are (C, kH, kW)": _wrong("ex_conv", (
             ".transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw", ".transpose(0, 4, 5, 1, 2, 3).reshape(n, cg * kh * kw")),
         "the operator bypassed: convolution_cpu called directly (no autograd, no key sees it)": {
-            "code": _wrong("ex_conv", ('return dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)',
-                                       "return convolution_cpu(input, weight, bias, stride, padding, dilation, groups)")),
+            "code": _wrong("ex_conv", ('out = dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)',
+                                       "out = convolution_cpu(input, weight, bias, stride, padding, dilation, groups)")),
             "shows": "aten::convolution"},
+        "the result always row-major, whatever the input's memory format": _wrong("ex_conv", (
+            "    return out if layout is contiguous_format else in_memory_format(out, layout)\n", "    return out\n")),
+        "the memory format from the input alone (a channels-last weight ignored)": _wrong("ex_conv", (
+            "layout = convolution_memory_format(input, weight)", "layout = convolution_memory_format(input, input)")),
+        "the memory format decided after 'same' padded a row-major copy": _wrong("ex_conv", (
+            "    layout = convolution_memory_format(input, weight)  # (before \"same\" pads a row-major copy of the input)\n", ""),
+            ("    n, c, h, w = input.shape\n", "    n, c, h, w = input.shape\n    layout = convolution_memory_format(input, weight)\n")),
+        "the result made channels last with contiguous(memory_format=...): size-1 dims keep row-major strides": _wrong(
+            "ex_conv", ("in_memory_format(out, layout)", "out.contiguous(memory_format=layout)")),
         "a 3-D input keeps the batch dim of 1": _wrong("ex_conv", (
             "stride, padding, dilation, groups).squeeze(0)", "stride, padding, dilation, groups)")),
         "a 2-D input accepted as (H, W)": _wrong("ex_conv", ("    if input.dim() not in (3, 4):\n", "    if input.dim() < 2:\n"),

@@ -198,6 +198,29 @@ def shape_arg(args) -> tuple:
     return tuple(args)
 
 
+# A memory format names an order in which a dense tensor's elements may lie (torch's own torch.memory_format values,
+# so that torch.channels_last is accepted as it is). Each maps to its strides for a shape and its rule for "lies in
+# this order"; row-major's rule is is_contiguous's own (exercise 2). Chapter 07 registers channels_last.
+contiguous_format = torch.contiguous_format
+MEMORY_FORMATS = {}
+
+
+def register_memory_format(memory_format, strides, is_in) -> None:
+    """Make `memory_format` known: strides(shape) -> its strides; is_in(shape, stride) -> whether they follow it."""
+    MEMORY_FORMATS[memory_format] = (strides, is_in)
+
+
+def memory_format_rules(memory_format) -> tuple:
+    """(strides, is_in) of a registered memory format; torch's RuntimeError for one picotorch does not know."""
+    if memory_format not in MEMORY_FORMATS:
+        raise RuntimeError(f"picotorch knows the memory formats {', '.join(map(str, MEMORY_FORMATS))}, not "
+                           f"{memory_format}")
+    return MEMORY_FORMATS[memory_format]
+
+
+register_memory_format(contiguous_format, lambda shape: contiguous_strides(shape), None)
+
+
 class Tensor:
     """A view onto a Storage: element [i0, i1, ...] is storage[offset + i0*stride[0] + i1*stride[1] + ...]."""
 
@@ -344,7 +367,9 @@ class TensorBasics:
     def element_size(self) -> int:
         return self._storage.element_size()
 
-    def is_contiguous(self) -> bool:
+    def is_contiguous(self, memory_format=contiguous_format) -> bool:
+        if memory_format is not contiguous_format:  # another order's own rule (chapter 07's channels_last)
+            return memory_format_rules(memory_format)[1](self._shape, self._stride)
         if self.numel() == 0:
             return True
         expected = 1
@@ -577,7 +602,10 @@ class TensorCopiesAndViews:
     def __repr__(self): return dispatch("repr", self)
     def item(self): return dispatch("item", self)
     def tolist(self): return dispatch("tolist", self)
-    def contiguous(self): return dispatch("contiguous", self)
+    def contiguous(self, memory_format=contiguous_format):
+        if memory_format is contiguous_format:
+            return dispatch("contiguous", self)
+        return self if self.is_contiguous(memory_format) else in_memory_format(self, memory_format)
 
     def clone(self): return dispatch("clone", self)
     def view(self, *shape): return dispatch("view", self, shape_arg(shape))
@@ -619,6 +647,20 @@ def dense_strides_like(shape, stride) -> tuple:
         result[d] = step
         step *= max(shape[d], 1) if shape[d] > 1 else 1
     return tuple(result)
+
+
+def in_memory_format(t: "Tensor", memory_format) -> "Tensor":
+    """t's values with exactly the strides `memory_format` gives t's shape (torch's empty_like with that format):
+    a view where t's elements already lie in that order, one copy otherwise. Made of permute, contiguous and view
+    (not a kernel of its own), so that autograd and every backend follow."""
+    strides = memory_format_rules(memory_format)[0]
+    probe = strides(tuple(range(2, 2 + t.dim())))  # distinct sizes: the format's order of dims, free of ties
+    order = sorted(range(t.dim()), key=lambda d: probe[d], reverse=True)
+    back = sorted(range(t.dim()), key=order.__getitem__)
+    moved = t.permute(*order).contiguous()
+    if t.numel() == 0:  # (no element to place: torch's strides multiply the sizes, zeros included)
+        return moved.permute(*back).as_strided(t.shape, strides(t.shape), 0)
+    return moved.reshape(-1).view(moved.shape).permute(*back)
 
 
 def _non_overlapping_and_dense(shape, stride) -> bool:
@@ -1201,5 +1243,6 @@ __all__ = ["DType", "bool_", "int64", "float32", "float64", "DTYPES", "TORCH_DTY
            "TENSOR_KEYS", "FALLTHROUGH", "FALLBACKS", "OPS", "Operator", "operator", "forget_kernel_choices",
            "register_kernel", "key_set", "key_names", "dispatch", "KERNEL_OF_METHOD", "register_kernels", "numpy_array", "REPR_FIELDS", "tensor_repr",
            "from_torch", "empty", "zeros", "from_numpy", "tensor", "arange", "contiguous_strides",
-           "storage_position", "dense_strides_like", "infer_size", "view_strides", "broadcast_shapes",
+           "storage_position", "dense_strides_like", "in_memory_format", "contiguous_format", "MEMORY_FORMATS",
+           "register_memory_format", "memory_format_rules", "infer_size", "view_strides", "broadcast_shapes",
            "result_type", "can_cast", "reduction_dims"]

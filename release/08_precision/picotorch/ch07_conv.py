@@ -85,6 +85,55 @@ def unfold(x: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     return windows.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, ho * wo)
 
 
+from picotorch import contiguous_format, in_memory_format, register_memory_format
+
+channels_last = torch.channels_last  # (torch's value itself, as chapter 01's contiguous_format)
+
+
+def suggests_channels_last(t: Tensor) -> bool:
+    """torch's is_channels_last_strides_2d (what suggest_memory_format asks): t's strides order its dims C, W, H, N
+    from the smallest, falling back to row-major where strides cannot tell (see the prose)."""
+    if t.dim() != 4 or t.stride(1) == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        size, stride = t.shape[d], t.stride(d)
+        if size == 0 or stride < least or (d == 0 and least == t.stride(1)):
+            return False
+        least = stride * size if size > 1 else stride
+    return True
+
+
+def convolution_memory_format(input: Tensor, weight: Tensor):
+    """The order of a convolution's result on the CPU (torch's _determine_backend_memory_format for its slow and
+    oneDNN paths): channels_last when the input or the weight suggests it."""
+    return channels_last if suggests_channels_last(input) or suggests_channels_last(weight) else contiguous_format
+
+
+def channels_last_strides(shape) -> tuple:
+    """torch's strides for a fresh channels_last tensor of this 4-D shape (N, C, H, W)."""
+    if len(shape) != 4:
+        raise RuntimeError("required rank 4 tensor to use channels_last format")
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+
+
+def is_channels_last_contiguous(shape, stride) -> bool:
+    """Whether a tensor of this shape and these strides lies channels-last contiguous (torch's rule)."""
+    if len(shape) != 4:
+        return False
+    expected = 1
+    for d in (1, 3, 2, 0):
+        if shape[d] != 1:
+            if stride[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
+register_memory_format(channels_last, channels_last_strides, is_channels_last_contiguous)
+
+
 @register("convolution")
 class ConvolutionFunction(Function):
     """The Autograd kernel of "convolution": one node. Forward and backward are operators of the dispatcher,
@@ -131,6 +180,7 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
                            f"{list(input.shape)}")
     if input.dim() == 3:
         return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    layout = convolution_memory_format(input, weight)  # (before "same" pads a row-major copy of the input)
     stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
     if min(stride) < 1:
         raise RuntimeError("non-positive stride is not supported")
@@ -171,7 +221,8 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if h + 2 * padding[0] < spans[0] or w + 2 * padding[1] < spans[1]:
         raise RuntimeError(f"Calculated padded input size per channel: ({h + 2 * padding[0]} x {w + 2 * padding[1]}). "
                            f"Kernel size: ({spans[0]} x {spans[1]}). Kernel size can't be greater than actual input size")
-    return dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)
+    out = dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)
+    return out if layout is contiguous_format else in_memory_format(out, layout)
 
 
 def fold(cols: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
@@ -486,6 +537,8 @@ class BatchNorm2d(BatchNorm1d):
 
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
 __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
+           "channels_last", "suggests_channels_last", "convolution_memory_format", "channels_last_strides",
+           "is_channels_last_contiguous",
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
