@@ -489,12 +489,12 @@ def nll_loss_backward_cpu(grad: Tensor, log_probs: Tensor, target: Tensor, weigh
     scores, labels, counted = class_targets(log_probs, target, ignore_index)
     weights = sample_weights(weight, labels, counted, scores.dtype)
     g = grad.numpy()
-    sample = np.broadcast_to(g, labels.shape) * weights  # each sample's share of the reduced loss's gradient
-    if reduction == "mean":
-        total = weights.sum()
-        sample = sample / g.dtype.type(total if total else 1)  # (nothing counted: every share is 0 already)
+    with np.errstate(all="ignore"):  # as torch: -grad / total_weight, times each weight (a total of 0: nan)
+        if reduction == "mean":
+            g = g / g.dtype.type(weights.sum())
+        sample = np.broadcast_to(g, labels.shape) * weights  # each sample's share of the reduced loss's gradient
     out = np.zeros(scores.shape, sample.dtype)
-    out[np.arange(len(labels)), labels] = -sample
+    out[np.arange(len(labels)), labels] = np.where(counted, -sample, sample.dtype.type(0))  # ignored: 0
     return from_numpy(out.reshape(tuple(log_probs.shape)))
     ### END SOLUTION
 

@@ -3153,15 +3153,14 @@ def nll_loss_backward_cuda(grad: Tensor, log_probs: Tensor, target: Tensor, weig
     ### BEGIN SOLUTION
     scores = log_probs.unsqueeze(0) if log_probs.dim() == 1 else log_probs
     labels = target.reshape(-1)
-    counted = labels != ignore_index
+    valid = labels != ignore_index
     one_hot = labels.unsqueeze(1) == arange_on(scores.shape[1], scores.device)
-    if weight is not None:  # each sample's class weight, 0 if ignored
-        counted = where(counted, where(one_hot, weight, 0.0).sum(1), 0.0)
-    sample = grad.reshape(-1).expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
-    if reduction == "mean":
-        count = counted.sum()
-        sample = sample / where(count > 0, count, 1)
-    return where(one_hot, -sample.unsqueeze(1), 0.0).reshape(log_probs.shape)
+    counted = valid if weight is None else where(valid, where(one_hot, weight, 0.0).sum(1), 0.0)  # sample weights
+    share = grad.reshape(-1)
+    if reduction == "mean":  # as torch: -grad / total_weight, times each weight (a total of 0 gives nan)
+        share = share / counted.sum()
+    sample = share.expand(labels.shape) * counted  # each sample's share of the reduced loss's gradient
+    return where(valid.unsqueeze(1), where(one_hot, -sample.unsqueeze(1), 0.0), 0.0).reshape(log_probs.shape)
     ### END SOLUTION
 
 

@@ -91,8 +91,9 @@ _CROSS_ENTROPY_BY_LOGSUMEXP = _rewrite("ex_cross_entropy", ("""    axis, values 
     # log-sum-exp, one pair at a time (a 0-d x: the reduction of one element is itself)
     total = np.logaddexp.reduce(values, axis=_axis(x, dim), keepdims=True) if values.ndim else values
     return from_numpy(values - total)"""), ("""    out = np.zeros(scores.shape, sample.dtype)
-    out[np.arange(len(labels)), labels] = -sample""", """    one_hot = np.eye(scores.shape[1], dtype=sample.dtype)[labels]
-    out = one_hot * -sample[:, None]"""), ("""    class_dim = 0 if input.dim() == 1 else 1
+    out[np.arange(len(labels)), labels] = np.where(counted, -sample, sample.dtype.type(0))  # ignored: 0""",
+      """    at_target = np.eye(scores.shape[1], dtype=bool)[labels] & counted[:, None]  # an ignored row: no target
+    out = np.where(at_target, -sample[:, None], sample.dtype.type(0))"""), ("""    class_dim = 0 if input.dim() == 1 else 1
     return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)""",
                                                             """    return nll_loss(log_softmax(input, min(input.dim() - 1, 1)), target, reduction, ignore_index, weight)"""))
 

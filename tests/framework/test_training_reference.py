@@ -12,6 +12,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from course.cuda.status import emulator_available
 from course.datasets import load_digits
 
 F = torch.nn.functional
@@ -155,6 +156,33 @@ def test_cross_entropy_and_its_gradient_match_torch(pt, n, c, scale, reduction, 
     out.backward(pt.from_torch(upstream.clone()))
     close(mine.grad, theirs.grad)
     assert np.isfinite(mine.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("weights,targets", [
+    ([0.0, 0.0, 0.0], [0, 1, 2, 1]),  # every class weighs 0: torch's mean divides by a total weight of 0
+    ([0.0, 2.0, 0.0], [0, 0, 2, -100]),  # the counted samples weigh 0, one is ignored
+    (None, [-100, -100, -100, -100]),  # every sample ignored: the mean is 0/0, nothing gets a gradient
+    ([0.5, 2.0, 1.0], [2, -100, 0, 1]),
+])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("device", ["cpu", "emu"])
+def test_nll_loss_with_a_total_weight_of_zero_is_torchs_nan(pt, weights, targets, reduction, device):
+    """torch's mean divides by the total weight, 0 here: the loss is nan, and so is the gradient of every counted
+    sample's target (-grad / 0 times its weight 0); an ignored sample's gradient stays 0."""
+    if device == "emu" and not emulator_available():
+        pytest.skip("no C++ compiler for the CUDA emulator here (not counted as passed)")
+    logits = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    target, weight = torch.tensor(targets), None if weights is None else torch.tensor(weights)
+    theirs = logits.clone().requires_grad_()
+    want = F.cross_entropy(theirs, target, weight=weight, reduction=reduction)
+    mine = pt.from_torch(logits.clone()).to(device).requires_grad_()
+    got = pt.cross_entropy(mine, pt.from_torch(target).to(device), reduction=reduction,
+                           weight=None if weight is None else pt.from_torch(weight).to(device))
+    upstream = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))
+    want.backward(upstream)
+    got.backward(pt.from_torch(upstream.clone()).to(device))
+    torch.testing.assert_close(got.to_torch(), want.detach(), equal_nan=True)
+    torch.testing.assert_close(mine.grad.to_torch(), theirs.grad, equal_nan=True)
 
 
 @SETTINGS

@@ -16,9 +16,8 @@ def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
     return rewrite(solution("04_training", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
-_MEAN_DIVISION = """    if reduction == "mean":
-        total = weights.sum()
-        sample = sample / g.dtype.type(total if total else 1)  # (nothing counted: every share is 0 already)
+_MEAN_DIVISION = """        if reduction == "mean":
+            g = g / g.dtype.type(weights.sum())
 """
 _SAVE = """            if checkpoint is not None:
                 save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, checkpoint)
@@ -41,8 +40,7 @@ MUTANTS = {
         "the gradient of the mean forgets to divide by the number of samples":
             _wrong("ex_cross_entropy", (_MEAN_DIVISION, "")),
         "nll_loss's gradient has its sign flipped (+1 at the target)":
-            _wrong("ex_cross_entropy", ("out[np.arange(len(labels)), labels] = -sample",
-                                        "out[np.arange(len(labels)), labels] = sample")),
+            _wrong("ex_cross_entropy", ("np.where(counted, -sample,", "np.where(counted, sample,")),
         "log_softmax's backward passes the gradient through unchanged":
             _wrong("ex_cross_entropy", ("return from_numpy(g - np.exp(output.numpy()) * g.sum(axis=_axis(grad, dim), keepdims=True))",
                                         "return from_numpy(g)")),
@@ -55,13 +53,14 @@ MUTANTS = {
     losses = np.where(True,""")),
         "ignored targets still get a gradient (at class 0)":
             _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * weights",
-                                        "sample = np.broadcast_to(g, labels.shape) * np.ones_like(weights)")),
+                                        "sample = np.broadcast_to(g, labels.shape) * np.where(counted, weights, 1)"),
+                   ("np.where(counted, -sample, sample.dtype.type(0))", "-sample")),
         "the class weights are left out (weight taken as None)":
             _wrong("ex_cross_entropy", ("sample_weights(weight, labels, counted, scores.dtype)",
                                         "sample_weights(None, labels, counted, scores.dtype)")),
         "with class weights, 'mean' divides by the number of counted samples instead of their weights' sum":
             _wrong("ex_cross_entropy", ("reduce_losses(losses, weights, reduction,", "reduce_losses(losses, counted, reduction,"),
-                   ("        total = weights.sum()\n", "        total = counted.sum()\n")),
+                   ("g = g / g.dtype.type(weights.sum())", "g = g / g.dtype.type(counted.sum())")),
         "the loss's gradient forgets the class weights":
             _wrong("ex_cross_entropy", ("sample = np.broadcast_to(g, labels.shape) * weights",
                                         "sample = np.broadcast_to(g, labels.shape) * counted")),

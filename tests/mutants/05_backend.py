@@ -231,19 +231,19 @@ MUTANTS = {
         "the loss of one sample (C,) with reduction='none' has shape (1,), not ()":
             _wrong("ex_mlp", ("return losses.reshape(()) if log_probs.dim() == 1 else losses", "return losses")),
         "the gradient at the target is +grad, not -grad":
-            _wrong("ex_mlp", ("return where(one_hot, -sample.unsqueeze(1), 0.0)", "return where(one_hot, sample.unsqueeze(1), 0.0)")),
+            _wrong("ex_mlp", ("where(one_hot, -sample.unsqueeze(1), 0.0)", "where(one_hot, sample.unsqueeze(1), 0.0)")),
         "the mean's gradient is not divided by the count":
-            _wrong("ex_mlp", ("""    if reduction == "mean":
-        count = counted.sum()
-        sample = sample / where(count > 0, count, 1)
+            _wrong("ex_mlp", ("""    if reduction == "mean":  # as torch: -grad / total_weight, times each weight (a total of 0 gives nan)
+        share = share / counted.sum()
 """, "")),
         "the class weights are left out":
             _wrong("ex_mlp", ("    if weight is not None:  # each sample's class weight (0 if ignored): its loss",
                               "    if False:  # each sample's class weight (0 if ignored): its loss"),
-                   ("    if weight is not None:  # each sample's class weight, 0 if ignored",
-                    "    if False:  # each sample's class weight, 0 if ignored")),
+                   ("counted = valid if weight is None else", "counted = valid if True else")),
         "ignored samples get a gradient":
-            _wrong("ex_mlp", ("sample = grad.reshape(-1).expand(labels.shape) * counted", "sample = grad.reshape(-1).expand(labels.shape)")),
+            _wrong("ex_mlp", ("sample = share.expand(labels.shape) * counted", "sample = share.expand(labels.shape)"),
+                   ("where(valid.unsqueeze(1), where(one_hot, -sample.unsqueeze(1), 0.0), 0.0)",
+                    "where(one_hot, -sample.unsqueeze(1), 0.0)")),
     },
     "ex_mode": {
         "the fallback does not exclude its key while the operator runs: the kernels' own calls are logged":
