@@ -2024,6 +2024,8 @@ expect_conv_on_device(torch.randn(2, 4, 5, 6), torch.randn(6, 2, 2, 3), b, group
 expect_conv_on_device(x, torch.randn(6, 3, 2, 2), b, padding="same",
                       what=" (padding 'same' with an even kernel: the device's constant_pad_nd)")
 expect_conv_on_device(x.transpose(2, 3), w, b, what=" (a transposed input)")
+expect_conv_on_device(x.contiguous(memory_format=torch.channels_last), w, b, padding=1,
+                      what=" (a channels-last input: im2col reads it through its strides)")
 expect_conv_on_device(x[0], w, b, what=" (a 3-D input)")
 expect_conv_on_device(x.double(), w.double(), b.double(), what=" (float64)")
 with recording() as launches:
@@ -2268,6 +2270,8 @@ expect_conv_grads_on_device(torch.randn(2, 4, 5, 6), torch.randn(6, 2, 2, 3), b=
 expect_conv_grads_on_device(x, torch.randn(4, 3, 2, 2), padding="same",
                             what=" (padding 'same' with an even kernel: the device's constant_pad_nd backward)")
 expect_conv_grads_on_device(x.transpose(2, 3), w, b, stride=2, what=" (a transposed input, stride 2)")
+expect_conv_grads_on_device(x.contiguous(memory_format=torch.channels_last), w, b, padding=1,
+                            what=" (a channels-last input, its result copied into channels last on the device)")
 expect_conv_grads_on_device(x, w, b, needs=(True, False, False), what=" (only the input requires grad)")
 expect_conv_grads_on_device(x, w, b, needs=(False, True, True), what=" (the input does not require grad)")
 expect_conv_grads_on_device(x.double(), w.double(), b.double(), padding=1, what=" (float64)")
