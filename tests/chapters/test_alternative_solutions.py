@@ -2,7 +2,8 @@
 (tests/alternatives/<chapter>.py: other loops, other algorithms, other error messages where the chapter
 asks only for torch's exception type) earn every automatic point, hidden tests included.
 
-All alternatives of a chapter run in one process (tests/support/run_variants.py), as the typical mistakes do."""
+All alternatives of a chapter run in one process (tests/support/run_variants.py), as the typical mistakes do, packed
+into as few notebooks as hold them (`packed`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,6 +40,20 @@ def alternative_cells(chapter: Chapter, cells: dict[str, str]) -> list[str]:
     return sources[:last + 1]
 
 
+def packed(alternatives: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    """The alternatives in as few notebooks as hold them, no notebook with two of one exercise: {exercise: the
+    alternative's name} each. One notebook an alternative, each would run the rest of the chapter (its emulator's
+    launches, its training) again from its exercise on; packed, every exercise is still judged on its own."""
+    notebooks: list[dict[str, str]] = []
+    for name, cells in alternatives.items():
+        home = next((nb for nb in notebooks if not set(cells) & set(nb)), None)
+        if home is None:
+            home = {}
+            notebooks.append(home)
+        home.update(dict.fromkeys(cells, name))
+    return notebooks
+
+
 def verdicts_of_alternatives(chapter: Chapter, alternatives: list[dict[str, str]]) -> list[dict[str, tuple[str, str]]]:
     """For each alternative, {exercise: (status, message)} of every automatic exercise."""
     by_id = exercises(nbformat.read(chapter.notebook, as_version=4))
@@ -73,8 +88,10 @@ def test_alternative_solutions_earn_every_point(chapter):
     alternatives = alternatives_of(chapter)
     if not alternatives:
         pytest.skip(f"no tests/alternatives/{chapter.id}.py (test_every_chapter_has_alternative_solutions fails)")
-    names = list(alternatives)
-    verdicts = verdicts_of_alternatives(chapter, [alternatives[n] for n in names])
-    lost = [f"{name}: {exercise}: {status}: {message}" for name, by_exercise in zip(names, verdicts)
+    notebooks = packed(alternatives)
+    verdicts = verdicts_of_alternatives(chapter, [{ex: alternatives[name][ex] for ex, name in nb.items()}
+                                                  for nb in notebooks])
+    lost = [f"{nb.get(exercise) or 'the solution, after ' + '; '.join(dict.fromkeys(nb.values()))}: {exercise}: "
+            f"{status}: {message}" for nb, by_exercise in zip(notebooks, verdicts)
             for exercise, (status, message) in by_exercise.items() if status != "passed"]
     assert not lost, f"{chapter.id}: correct alternative solutions lose points:\n" + "\n".join(lost)
