@@ -55,13 +55,13 @@ step "updating pip" .venv/bin/python -m pip install --quiet --upgrade pip
 # torch through pip: pip takes a build that lies on this machine's disk (its configuration says where), which
 # uv does not look for (it would download torch's several-GB CUDA build). Bytecode comes last, for all at once.
 step "installing torch into .venv" .venv/bin/python -m pip install --quiet --no-compile torch -c constraints.txt
-# Everything else through uv where it installs (parallel downloads and unpacking: about a quarter of pip's time),
-# else through pip, as before.
-if .venv/bin/python -m pip install --quiet uv >>"$log" 2>&1; then
-  step "installing the course and its tools into .venv (with uv)" \
-    env VIRTUAL_ENV="$PWD/.venv" .venv/bin/uv pip install --quiet -e '.[dev]' -c constraints.txt
-else
-  step "installing the course and its tools into .venv (a few minutes the first time)" \
+# Everything else through uv where it installs and reaches its index (parallel downloads and unpacking: about a
+# quarter of pip's time), else through pip, as before.
+echo "setup: installing the course and its tools into .venv (a minute or two the first time)"
+if ! { .venv/bin/python -m pip install --quiet uv &&
+       env VIRTUAL_ENV="$PWD/.venv" .venv/bin/uv pip install --quiet -e '.[dev]' -c constraints.txt; } >>"$log" 2>&1
+then
+  step "installing them with pip instead of uv" \
     .venv/bin/python -m pip install --quiet --no-compile -e '.[dev]' -c constraints.txt
 fi
 # Every module's bytecode, on every core: the grading sandbox sees .venv read-only, so a module without its .pyc
