@@ -1975,6 +1975,9 @@ def expect_im2col(x: torch.Tensor, kernel_size, dilation=1, padding=0, stride=1,
     compare.assert_matches(cols, expected, what, exact=True)
     if len(launches) != (1 if expected.numel() else 0):
         raise AssertionError(f"{what}: {len(launches)} launches; im2col is one launch (none when cols is empty)")
+    if launches and launches[0].grid[0] > max_blocks:
+        raise AssertionError(f"{what}: a grid of {launches[0].grid[0]} blocks; at most max_blocks={max_blocks}, the "
+                             "grid-stride loop takes the windows past the grid (launch_1d(..., max_blocks=max_blocks))")
     if launches and not ON_GPU:  # the emulator counted every access: compare with the least there can be
         counts, taps = launches[0].counts, int(F.unfold(torch.ones_like(x), kernel_size, dilation, padding, stride).sum())
         compare.assert_equal(counts.global_stores, cols.numel(),
@@ -2091,7 +2094,7 @@ for_random_inputs(random_conv_on_device, 6)
 # dilation=1, padding=0, stride=1, max_blocks=MAX_BLOCKS)` for a contiguous
 # `image` `(N, C, H, W)` and a contiguous `cols` `(N, C·kH·kW, L)`: one
 # thread per pixel in a grid-stride loop, no launch when the image is empty,
-# every integer as `np.int64`.
+# every integer as `np.int64`, at most `max_blocks` blocks.
 #
 # **The least memory traffic.** Each pixel is written once; each entry of
 # `cols` that came from a pixel is read once; an entry that came from the
@@ -2208,6 +2211,9 @@ def expect_col2im(n: int, c: int, output_size, kernel_size, dilation=1, padding=
     compare.assert_matches(image, expected, what)
     if len(launches) != (1 if expected.numel() else 0):
         raise AssertionError(f"{what}: {len(launches)} launches; col2im is one launch (none when the image is empty)")
+    if launches and launches[0].grid[0] > max_blocks:
+        raise AssertionError(f"{what}: a grid of {launches[0].grid[0]} blocks; at most max_blocks={max_blocks}, the "
+                             "grid-stride loop takes the pixels past the grid (launch_1d(..., max_blocks=max_blocks))")
     if launches and not ON_GPU:  # the emulator counted every access: compare with the least there can be
         counts = launches[0].counts
         taps = int(F.unfold(torch.ones(expected.shape), kernel_size, dilation, padding, stride).sum())

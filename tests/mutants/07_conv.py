@@ -156,6 +156,15 @@ MUTANTS = {
             "ends = np.minimum(starts + k, size + p)", "ends = starts + k")),
     },
     "ex_device": {
+        "no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as the matrix)": {
+            "code": _wrong("ex_device", (
+                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < windows;
+         index += (long long)blockDim.x * gridDim.x) {""",
+                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (index < windows) {"""), ("launch_1d(n * c * ho * wo, max_blocks=max_blocks)", "launch_1d(n * c * ho * wo)")),
+            "shows": "max_blocks"},
+        "the launch ignores max_blocks": _wrong("ex_device", (
+            "launch_1d(n * c * ho * wo, max_blocks=max_blocks)", "launch_1d(n * c * ho * wo)")),
         "the taps' index without the dilation (the taps side by side)": _wrong("ex_device", (
             "long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;",
             "long long h = i * strideH - pH + p, w = j * strideW - pW + q;")),
@@ -188,6 +197,15 @@ MUTANTS = {
             "    if geometry is not None:\n", "    if True:\n")),
     },
     "ex_col2im": {
+        "no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as the image)": {
+            "code": _wrong("ex_col2im", (
+                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < pixels;
+         index += (long long)blockDim.x * gridDim.x) {""",
+                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (index < pixels) {"""), ("launch_1d(n * c * h * w, max_blocks=max_blocks)", "launch_1d(n * c * h * w)")),
+            "shows": "max_blocks"},
+        "the launch ignores max_blocks": _wrong("ex_col2im", (
+            "launch_1d(n * c * h * w, max_blocks=max_blocks)", "launch_1d(n * c * h * w)")),
         "col2im overwrites instead of adding: overlapping windows keep only the last tap's share": {
             "code": _wrong("ex_col2im", ("                sum += column[", "                sum = column[")),
             "shows": "overlapping"},
