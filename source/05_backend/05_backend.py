@@ -1592,6 +1592,18 @@ def launch_map(op: str, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor = No
 
 
 # %% tests="ex_map" points=3
+from course.cuda.status import recording
+
+
+def within_max_blocks(launches, max_blocks: int, what: str) -> None:
+    """No launch of more than max_blocks blocks: past the grid, the kernel's grid-stride loop takes the rest."""
+    for launch in launches:
+        if launch.grid[0] > max_blocks:
+            raise AssertionError(f"{what}: a grid of {launch.grid[0]} blocks, more than max_blocks={max_blocks}: launch "
+                                 "at most max_blocks blocks (launch_1d(n, max_blocks=max_blocks)) and let the kernel's "
+                                 "grid-stride loop take the elements past the grid")
+
+
 TORCH_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
              "maximum": torch.maximum, "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
              "sqrt": torch.sqrt, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
@@ -1632,9 +1644,10 @@ def expect_map(launch, op, shape, dtype=torch.float32, layout=lambda t: t, layou
     what = (f"{launch.__name__}({op!r}, out, {', '.join('ab'[:len(args)])}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
             f" where a{', b' if len(args) == 2 else ''}: {str(dtype).replace('torch.', '')} {tuple(shape)}{layout_text}"
             f" on {KERNEL_DEVICE}")
-    with launching(what):
+    with launching(what), recording() as launches:
         launch(op, out, *args, max_blocks=max_blocks)
     expect_written(out, expected, what)
+    within_max_blocks(launches, max_blocks, what)
     expect_untouched(whole, 8, what)
 
 
@@ -1714,7 +1727,8 @@ if GPU and torch.cuda.mem_get_info()[0] > 20 * 2**30:  # for real: more elements
 # Write `offset_of(index, ndim, sizes, strides)`, that arithmetic in C (in
 # 64 bits: strides and sizes are `long long`s), and the kernel
 # `map_strided<To, From, F>(out, a, b, op, meta, ndim, n)`: the same loop as
-# exercise 6, where element `i` of `out`, `a` and `b` is each at its own offset.
+# exercise 6 (at most `max_blocks` blocks), where element `i` of `out`, `a` and
+# `b` is each at its own offset.
 # `meta` is a small tensor of `4 * ndim` `long long`s on the same device: the
 # sizes, then the strides of `out`, of `a` and of `b` (strides in elements, as
 # `t.stride()` gives them; the pointers already point at each tensor's first
@@ -1818,9 +1832,10 @@ def expect_strided(op, shape, dtype=torch.float32, layout=" (noncontiguous)", ou
     what = (f"launch_map_strided({op!r}, out, {', '.join('ab'[:len(args)])}) where "
             f"a{', b' if len(args) == 2 else ''}: {describe(a)}{layout}{', out transposed' if whole is None else ''} "
             f"on {KERNEL_DEVICE}")
-    with launching(what):
+    with launching(what), recording() as launches:
         launch_map_strided(op, out, *args, max_blocks=max_blocks)
     expect_written(out, expected, what)
+    within_max_blocks(launches, max_blocks, what)
     if whole is not None:
         expect_untouched(whole, 8, what)
 
@@ -2288,12 +2303,13 @@ def expect_row_sums(launch, rows, cols, dtype=torch.float32, max_blocks=MAX_BLOC
     out, whole = poisoned((rows,), dtype, margin=4)
     what = (f"{launch.__name__}(out, x{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''}) where x: "
             f"{describe(x)} on {KERNEL_DEVICE}")
-    with launching(what):
+    with launching(what), recording() as launches:
         launch(out, x, max_blocks=max_blocks)
     expected = x.double().sum(1).to(dtype)
     bound = (max(cols, 1) * torch.finfo(dtype).eps * x.double().abs().sum(1)).max().item() if rows else 0.0
     expect_written(out, expected, what, rtol=0, atol=bound + torch.finfo(dtype).tiny)
     expect_untouched(whole, 4, what)
+    within_max_blocks(launches, max_blocks, what)
 
 
 for rows, cols in [(1, 1), (3, 256), (4, 300), (2, 1000), (5, 7), (1, 0), (0, 5)]:
@@ -2394,7 +2410,8 @@ def cuda_mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 # its lane 0 writes the result. Mind shared memory once more: a block that sums
 # another row writes `partial` again — not while the first warp may still be
 # reading it. And `launch_sum_rows_warp(out, x, max_blocks=MAX_BLOCKS)`, with
-# blocks of `reduction_threads(cols, SUM_THREADS)` threads, as before.
+# blocks of `reduction_threads(cols, SUM_THREADS)` threads and at most
+# `max_blocks` of them, as before.
 #
 # The emulator runs the 32 threads of a warp as 32 independent threads: as on a
 # GPU since Volta, a shuffle waits for every lane named in the mask, and a lane that
@@ -2861,8 +2878,8 @@ def cuda_matmul(a: Tensor, b: Tensor) -> Tensor:
 # first — the result is the same, since `exp(x - m) / Σ exp(x - m)` divides
 # `exp(-m)` out above and below — and then the largest term is `exp(0) = 1`.
 #
-# One block per row (and more rows per block, as in exercise 9), in three passes
-# over the row:
+# One block per row (and more rows per block, as in exercise 9: at most
+# `max_blocks` blocks), in three passes over the row:
 #
 # 1. `m`: each thread's maximum over its share of the row, then the block's,
 #    with a shared-memory tree (start from the row's first element, not from an
@@ -2984,12 +3001,13 @@ def expect_softmax_rows(rows, cols, dtype=torch.float32, log=False, scale=1.0, m
     what = (f"launch_softmax(out, x{', log=True' if log else ''}{', max_blocks=' + str(max_blocks) if max_blocks != MAX_BLOCKS else ''})"
             f" where x: {describe(x)}{f' times {scale}' if scale != 1 else ''}{f' plus {shift}' if shift else ''}"
             f" on {KERNEL_DEVICE}")
-    with launching(what):
+    with launching(what), recording() as launches:
         launch_softmax(out, x, log, max_blocks=max_blocks)
     expected = torch.log_softmax(x, 1) if log else torch.softmax(x, 1)
     tolerance = (max(cols, 1) + 8) * torch.finfo(dtype).eps
     expect_written(out, expected, what, rtol=tolerance, atol=tolerance)
     expect_untouched(whole, 8, what)
+    within_max_blocks(launches, max_blocks, what)
 
 
 for rows, cols in [(1, 1), (3, 10), (4, 300), (2, 257), (0, 5), (5, 0)]:

@@ -107,6 +107,14 @@ MUTANTS = {
                                "long long i = threadIdx.x;")),
     },
     "ex_map": {
+        "no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as the tensor)": {
+            "code": _wrong("ex_map", ("""    for (long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
+        out[i]""", """    long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x);
+    if (i < n)
+        out[i]"""), ("launch_1d(out.numel(), max_blocks=max_blocks)", "launch_1d(out.numel())")),
+            "shows": "max_blocks"},
+        "the launch ignores max_blocks":
+            _wrong("ex_map", ("launch_1d(out.numel(), max_blocks=max_blocks)", "launch_1d(out.numel())")),
         "no grid-stride loop: one element per thread, the rest never written":
             _wrong("ex_map", ("""    for (long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += step)
         out[i]""", """    long long i = first_index(blockIdx.x, blockDim.x, threadIdx.x);
@@ -118,6 +126,8 @@ MUTANTS = {
             _wrong("ex_map", ("return (long long)threads * blocks;", "return threads * blocks;")),
     },
     "ex_strided": {
+        "the launch ignores max_blocks":
+            _wrong("ex_strided", ("launch_1d(out.numel(), max_blocks=max_blocks)", "launch_1d(out.numel())")),
         "the index split from the first dim instead of the last":
             _wrong("ex_strided", ("for (int d = ndim - 1; d >= 0; --d) {", "for (int d = 0; d < ndim; ++d) {")),
         "the output written at i, as if it were contiguous":
@@ -145,6 +155,8 @@ MUTANTS = {
 """, "")),
     },
     "ex_sum_tree": {
+        "a block for every row, max_blocks ignored":
+            _wrong("ex_sum_tree", ("(min(rows, max_blocks),)", "(rows,)")),
         "no __syncthreads() between the steps of the tree":
             _wrong("ex_sum_tree", ("""                partial[threadIdx.x] += partial[threadIdx.x + s];
             __syncthreads();""", """                partial[threadIdx.x] += partial[threadIdx.x + s];""")),
@@ -164,6 +176,8 @@ MUTANTS = {
             }""")),
     },
     "ex_sum_warp": {
+        "a block for every row, max_blocks ignored":
+            _wrong("ex_sum_warp", ("(min(rows, max_blocks),)", "(rows,)")),
         "no barrier before the next row overwrites `partial`":
             _wrong("ex_sum_warp", ("""                out[row] = acc;
         }
@@ -209,6 +223,8 @@ MUTANTS = {
             _wrong("ex_matmul_blocked", ("(brow < K && bcol < N)", "(bcol < N)")),
     },
     "ex_softmax": {
+        "a block for every row, max_blocks ignored":
+            _wrong("ex_softmax", ("(min(rows, max_blocks),)", "(rows,)")),
         "no maximum subtracted: exp overflows":
             _wrong("ex_softmax", ("sum += exp(in[c] - m);", "sum += exp(in[c]);"),
                    ("o[c] = log_softmax ? in[c] - m - log(sum) : exp(in[c] - m) / sum;",
