@@ -1844,6 +1844,7 @@ for layout in LAYOUTS:
     expect_strided("add", (4, 6), layout=layout)
 expect_strided("exp", (3, 5), layout=".T")
 expect_strided("mul", (2, 3, 4), layout=" (noncontiguous)", max_blocks=1)
+expect_strided("mul", (3, 20, 30), layout=" (noncontiguous)", max_blocks=2)  # 1800 elements: the loop takes them
 expect_strided("gt", (5, 4), torch.float64, layout=".expand")
 expect_strided("add", (6, 3), out_layout=".T", layout=".T")
 expect_strided("add", (), layout=".T")
