@@ -378,6 +378,8 @@ def memory_format_rules(memory_format) -> tuple:
     return MEMORY_FORMATS[memory_format]
 
 
+# (looked up at each call: the student's contiguous_strides as its exercise cell last defined it; row-major's
+# rule is is_contiguous's own, so it registers none)
 register_memory_format(contiguous_format, lambda shape: contiguous_strides(shape), None)
 
 # %% [markdown]
@@ -1016,6 +1018,8 @@ def in_memory_format(t: "Tensor", memory_format) -> "Tensor":
     moved = t.permute(*order).contiguous()
     if t.numel() == 0:  # (no element to place: torch's strides multiply the sizes, zeros included)
         return moved.permute(*back).as_strided(t.shape, strides(t.shape), 0)
+    # contiguous() may keep a size-1 dim's odd stride (it never matters there); flattened and viewed back, every
+    # dim has the stride of a fresh tensor, as torch's copy into a format has
     return moved.reshape(-1).view(moved.shape).permute(*back)
 
 

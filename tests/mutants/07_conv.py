@@ -10,6 +10,18 @@ def _wrong(exercise: str, *replacements: tuple[str, str]) -> str:
     return rewrite(solution("07_conv", exercise), *replacements, what=f"mutant of {exercise}", every=True)
 
 
+def _ignoring_max_blocks(exercise: str, count: str, elements: str, what: str) -> dict:
+    """A device exercise's two ways to launch more than max_blocks blocks: the launch alone, and with the kernel's
+    grid-stride loop dropped, which such a grid hides (each thread has one element, and there are enough)."""
+    launch = (f"launch_1d({elements}, max_blocks=max_blocks)", f"launch_1d({elements})")
+    loop = (f"""    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < {count};
+         index += (long long)blockDim.x * gridDim.x) {{""", f"""    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (index < {count}) {{""")
+    return {f"no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as {what})":
+            {"code": _wrong(exercise, loop, launch), "shows": "max_blocks"},
+            "the launch ignores max_blocks": _wrong(exercise, launch)}
+
+
 MUTANTS = {
     "ex_unfold": {
         "the windows' strides from the shape (a contiguous x's), not from x.stride()": {
@@ -156,15 +168,7 @@ MUTANTS = {
             "ends = np.minimum(starts + k, size + p)", "ends = starts + k")),
     },
     "ex_device": {
-        "no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as the matrix)": {
-            "code": _wrong("ex_device", (
-                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < windows;
-         index += (long long)blockDim.x * gridDim.x) {""",
-                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (index < windows) {"""), ("launch_1d(n * c * ho * wo, max_blocks=max_blocks)", "launch_1d(n * c * ho * wo)")),
-            "shows": "max_blocks"},
-        "the launch ignores max_blocks": _wrong("ex_device", (
-            "launch_1d(n * c * ho * wo, max_blocks=max_blocks)", "launch_1d(n * c * ho * wo)")),
+        **_ignoring_max_blocks("ex_device", "windows", "n * c * ho * wo", "the matrix"),
         "the taps' index without the dilation (the taps side by side)": _wrong("ex_device", (
             "long long h = i * strideH - pH + p * dH, w = j * strideW - pW + q * dW;",
             "long long h = i * strideH - pH + p, w = j * strideW - pW + q;")),
@@ -197,15 +201,7 @@ MUTANTS = {
             "    if geometry is not None:\n", "    if True:\n")),
     },
     "ex_col2im": {
-        "no grid-stride loop, hidden by a launch that ignores max_blocks (a grid as large as the image)": {
-            "code": _wrong("ex_col2im", (
-                """    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < pixels;
-         index += (long long)blockDim.x * gridDim.x) {""",
-                """    long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (index < pixels) {"""), ("launch_1d(n * c * h * w, max_blocks=max_blocks)", "launch_1d(n * c * h * w)")),
-            "shows": "max_blocks"},
-        "the launch ignores max_blocks": _wrong("ex_col2im", (
-            "launch_1d(n * c * h * w, max_blocks=max_blocks)", "launch_1d(n * c * h * w)")),
+        **_ignoring_max_blocks("ex_col2im", "pixels", "n * c * h * w", "the image"),
         "col2im overwrites instead of adding: overlapping windows keep only the last tap's share": {
             "code": _wrong("ex_col2im", ("                sum += column[", "                sum = column[")),
             "shows": "overlapping"},
