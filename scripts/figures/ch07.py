@@ -1,12 +1,14 @@
-"""Chapter 07 — Convolution: a window as storage cells and a row of im2col, the im2col matrix, col2im's sums.
+"""Chapter 07 — Convolution: a window as storage cells and a row of im2col, the im2col matrix, col2im's sums;
+batch norm's backward graph composed and as one node.
 
-Every number is computed with torch (Tensor.unfold, F.unfold, F.fold) on small arange inputs."""
+Every number is computed with torch (Tensor.unfold, F.unfold, F.fold, autograd's own nodes) on small inputs."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from figures.svg import BLUE, GREY, INK, RED, STRONG, TINTS, Figure
+from figures.common import graph
+from figures.svg import BLUE, GREEN, GREY, INK, ORANGE, RED, STRONG, TINTS, Figure
 
 CELL = 32
 
@@ -112,8 +114,73 @@ def col2im() -> Figure:
     return fig
 
 
+def _levels(root) -> dict:
+    """Each node of the backward graph under `root` -> its depth (the longest path from root), as the engine
+    reaches it: a node is drawn below every node that feeds it a gradient."""
+    depth, order = {root: 0}, [root]
+    while order:
+        fn = order.pop(0)
+        for child, _ in fn.next_functions:
+            if child is not None and depth.get(child, -1) < depth[fn] + 1:
+                depth[child] = depth[fn] + 1
+                order.append(child)
+    return depth
+
+
+def _draw_graph(fig: Figure, root, names: dict, cx: float, top: float, step: float, spread: float) -> int:
+    """torch's backward graph under `root`, level by level around x = cx; the number of nodes."""
+    depth = _levels(root)
+    rows: dict[int, list] = {}
+    for fn, d in depth.items():
+        rows.setdefault(d, []).append(fn)
+    nodes, label_of = {}, {}
+    for d, fns in rows.items():
+        for i, fn in enumerate(fns):
+            name = type(fn).__name__
+            label = names.get(fn, name.replace("Backward0", "").replace("Backward1", ""))
+            leaf = name == "AccumulateGrad"
+            label_of[fn] = f"{label}#{id(fn)}"
+            nodes[label_of[fn]] = (cx + (i - (len(fns) - 1) / 2) * spread, top + d * step, label,
+                                   TINTS[2] if leaf else TINTS[0], GREEN if leaf else BLUE)
+    edges = [(label_of[fn], label_of[child], None) for fn in depth for child, _ in fn.next_functions
+             if child is not None]
+    graph(fig, nodes, edges, node_w=spread - 12, node_h=26, size=11.5, edge_colour=GREY)
+    return len(depth)
+
+
+def batch_norm() -> Figure:
+    """The backward graph of chapter 03's composed normalisation against torch's F.batch_norm: one node."""
+    x, w, b = (torch.randn(4, 3, 2, 2, requires_grad=True), torch.randn(3, requires_grad=True),
+               torch.randn(3, requires_grad=True))
+    mean = x.mean((0, 2, 3), keepdim=True)
+    centered = x - mean
+    var = (centered * centered).mean((0, 2, 3), keepdim=True)
+    composed = centered / (var + 1e-5).sqrt() * w.reshape(1, 3, 1, 1) + b.reshape(1, 3, 1, 1)
+    fused = F.batch_norm(x, None, None, w, b, training=True)
+    leaves = {}
+    for out in (composed, fused):
+        for fn in _levels(out.grad_fn):
+            if type(fn).__name__ == "AccumulateGrad":
+                leaves[fn] = {id(x): "x", id(w): "weight", id(b): "bias"}[id(fn.variable)]
+    title = "One training step's backward graph of batch norm: composed of operators, and torch's one operator"
+    fig = Figure(900, 460, title)
+    fig.text(20, 28, title, size=14, anchor="start", bold=True)
+    count = _draw_graph(fig, composed.grad_fn, leaves, 250, 80, 36, 96)
+    fig.text(250, 60, f"chapter 03's composition: {count - 3} nodes", size=13, fill=BLUE, bold=True)
+    _draw_graph(fig, fused.grad_fn, leaves, 700, 130, 80, 130)
+    fig.text(700, 60, "F.batch_norm: 1 node", size=13, fill=BLUE, bold=True)
+    fig.text(700, 82, type(fused.grad_fn).__name__, size=11.5, mono=True, fill=GREY)
+    fig.lines(580, 290, ["one node: one backward call,", "the formula derived by hand;",
+                         "each node of the other costs", "a dispatch and a call of", "its own"], size=12.5,
+              anchor="start", fill=ORANGE)
+    fig.text(20, 445, "(the same values either way; the leaves x, weight and bias in green)", size=12, anchor="start",
+             fill=GREY)
+    return fig
+
+
 FIGURES = {
     "windows.svg": windows,
     "im2col.svg": im2col,
     "col2im.svg": col2im,
+    "batch_norm.svg": batch_norm,
 }

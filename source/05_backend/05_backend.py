@@ -781,7 +781,7 @@ REPR_FIELDS[:] = [_device_field] + [f for f in REPR_FIELDS if getattr(f, "__name
 
 # %% [markdown]
 # Then those that write one: `ones_like` (the engine's first gradient, made on
-# the right device), chapter 03's `write`, and `copy_`, registered directly (no
+# the right device), `zeros_like` (chapter 04's optimizer state), chapter 03's `write`, and `copy_`, registered directly (no
 # device check: like torch's `copy_`, it copies between devices, computing on
 # the CPU and copying over when the source is there).
 
@@ -794,6 +794,11 @@ def _full_like_cpu(t: Tensor, value) -> Tensor:
 @register_cuda_kernel("ones_like")
 def _ones_like_cuda(t: Tensor) -> Tensor:  # the engine's first gradient, of a scalar on a device
     return dispatch("full_like", t, 1)
+
+
+@register_cuda_kernel("zeros_like")
+def _zeros_like_cuda(t: Tensor) -> Tensor:  # chapter 04's optimizers' state, where the parameter is
+    return dispatch("full_like", t, 0)
 
 
 @register_cuda_kernel("write")
@@ -3079,8 +3084,9 @@ for_random_inputs(test_backend_softmax, 3)
 # and chapter 04's `SGD` steps with in-place operators (`p.sub_(...)`). Each
 # needs a `CUDA` kernel, exactly as chapters 03 and 04 registered the `CPU`
 # ones. The next cell registers the linear ones (`x @ W.T + b` and its
-# gradients, with your kernels) and gives `arange_on(n, device)`; the loss is
-# yours.
+# gradients, with your kernels) and Adam's fused updates (`lerp_`, `addcmul_`,
+# `addcdiv_`, each composed of your kernels), and gives `arange_on(n,
+# device)`; the loss is yours.
 
 # %% reference=true
 @register_cuda_kernel("linear")
@@ -3102,6 +3108,23 @@ def linear_backward_cuda(x: Tensor, grad: Tensor, weight: Tensor, output_mask) -
 def arange_on(n: int, device) -> Tensor:
     """0, 1, ..., n - 1 (int64) on `device`."""
     return move(Tensor(Storage(np.arange(n, dtype=np.int64)), (n,), (1,), 0), device)
+
+
+# chapter 04's Adam steps with torch's fused updates: on a device, each is composed of your kernels (torch
+# has a kernel for each; so could you, written as the elementwise ones)
+@register_cuda_kernel("lerp_")
+def lerp_cuda(t: Tensor, end: Tensor, weight: float) -> Tensor:
+    return t.add_((end - t) * weight)
+
+
+@register_cuda_kernel("addcmul_")
+def addcmul_cuda(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return t.add_(tensor1 * tensor2 * value)
+
+
+@register_cuda_kernel("addcdiv_")
+def addcdiv_cuda(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return t.add_(tensor1 / tensor2 * value)
 
 
 # %% [markdown]
@@ -3531,6 +3554,7 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "softmax_backward_cuda", "log_softmax_backward_cuda", "linear_cuda", "linear_backward_cuda", "arange_on",
+           "lerp_cuda", "addcmul_cuda", "addcdiv_cuda",
            "nll_loss_cuda", "nll_loss_backward_cuda", "MODE_STACK", "LoggingMode", "mode_fallback"]
 
 # %% [markdown]

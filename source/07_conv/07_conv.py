@@ -7,6 +7,7 @@
 #     - figures/windows.svg
 #     - figures/im2col.svg
 #     - figures/col2im.svg
+#     - figures/batch_norm.svg
 # ---
 
 # %% [markdown]
@@ -35,8 +36,9 @@
 # | `max_pool2d` (indices, ties), `avg_pool2d`, `ceil_mode` | [`DilatedMaxPool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/DilatedMaxPool2d.cpp), [`AveragePool2d.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AveragePool2d.cpp) | 5 |
 # | `adaptive_avg_pool2d`, `AdaptiveAvgPool2d` | [`AdaptiveAveragePooling.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/AdaptiveAveragePooling.cpp) | 6 |
 # | `Conv2d`, `MaxPool2d`, `AvgPool2d`; a LeNet on the digits | [`torch/nn/modules/conv.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/conv.py) | 7 |
-# | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 8 |
-# | on the device: an im2col and a col2im kernel in CUDA C; `conv2d` and its backward on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 9, 10 |
+# | `batch_norm` as one operator: its forward and backward kernels | `batch_norm_cpu` in [`Normalization.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Normalization.cpp), `native_batch_norm` in [`derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml) | 8 |
+# | `BatchNorm2d`; a CNN trained with chapter 04's `fit` | [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py) | 9 |
+# | on the device: an im2col and a col2im kernel in CUDA C; `conv2d` and its backward on the CUDA key | [`cuda/im2col.cuh`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/im2col.cuh), [`ConvolutionMM2d.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/ConvolutionMM2d.cu) | 10, 11 |
 #
 # `Convolution.cpp`'s `_convolution` chooses an algorithm for each call: on a
 # GPU, cuDNN (which has its own im2col-free and Winograd/FFT kernels); on the
@@ -79,10 +81,7 @@ check = Checker("07_conv")
 #
 # - `pair(value, name)`: torch takes `stride=2` or `stride=(2, 1)`; this
 #   turns either into a pair, and refuses anything else as torch does;
-# - the operator `"constant_pad_nd"` (torch's `aten::constant_pad_nd`, what
-#   `F.pad` calls): `pad(x, (left, right, top, bottom))` is a **new** tensor,
-#   zeros around a copy of `x`, with its autograd kernel (its backward crops
-#   the gradient: a pad by a negative amount).
+# - `conv_output_size`, how many windows fit along a dim.
 
 # %% reference=true
 import math
@@ -112,18 +111,37 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
+# %% [markdown]
+# And the operator `"constant_pad_nd"` (torch's `aten::constant_pad_nd`, what
+# `F.pad` calls): `pad(x, (left, right, top, bottom))` is a **new** tensor,
+# zeros around a copy of `x`, with its autograd kernel (its backward crops the
+# gradient: a pad by a negative amount).
+
+# %% reference=true
 @register_kernel("constant_pad_nd", DispatchKey.CPU)
 def constant_pad_cpu(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
     """A new tensor: x with pads[0] values before and pads[1] after its last dim, pads[2], pads[3] around the one
     before... (F.pad's order); a negative pad crops."""
     array = x.numpy()
-    widths, crops = [(0, 0)] * array.ndim, [slice(None)] * array.ndim
+    shape, source, target = list(array.shape), [slice(None)] * array.ndim, [slice(None)] * array.ndim
     for i in range(len(pads) // 2):
         before, after = pads[2 * i], pads[2 * i + 1]
         d = array.ndim - 1 - i
-        widths[d] = (max(before, 0), max(after, 0))
-        crops[d] = slice(max(-before, 0), array.shape[d] + max(before, 0) + max(after, 0) - max(-after, 0))
-    return from_numpy(np.pad(array, widths, constant_values=value)[tuple(crops)])
+        size = array.shape[d]
+        shape[d] = size + before + after
+        if shape[d] < 0:
+            raise RuntimeError(f"The input size {size}, plus negative padding {before} and {after} resulted in a "
+                               f"negative output size, which is invalid. Check dimension {d} of your input.")
+        # the part of x that is kept (torch crops x first: negative pads that remove more than x holds are refused)
+        start, end = max(-before, 0), size - max(-after, 0)
+        if end < start:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        source[d] = slice(start, end)
+        target[d] = slice(max(before, 0), max(before, 0) + end - start)
+    # (one fill and one copy: np.pad, in Python, cost ten times as much on the CNN's small images)
+    out = np.full(shape, value, dtype=array.dtype)
+    out[tuple(target)] = array[tuple(source)]
+    return from_numpy(out)
 
 
 @register("constant_pad_nd")
@@ -1608,24 +1626,286 @@ for_random_inputs(random_layers, 10)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### One operator for the normalisation
+#
+# Chapter 03's `BatchNorm1d` is a composition: a mean, a subtraction, a
+# square, another mean, a square root, a division, a scale and a shift —
+# about twenty operator calls, a dozen of them recorded by autograd, each
+# node with its own backward. On the CNN's small images (`8×8`, batches of
+# 32) that bookkeeping costs more than the arithmetic: the two
+# `BatchNorm2d` layers took about half of a training step.
+#
+# Torch does not compose. `BatchNorm2d.forward` calls `F.batch_norm`, **one
+# operator** (`aten::native_batch_norm`), whose backward is **one formula**
+# derived by hand (`native_batch_norm_backward` in `derivatives.yaml`). You
+# write its two CPU kernels; the autograd kernel `BatchNormFunction`, which
+# calls them, and the functional `batch_norm` are given.
+#
+# ![Two backward graphs of one training step of batch norm. Left, chapter 03's composition: 11 nodes from the output down (Add, Mul, View, Div, View, Sqrt, Add, Mean, Mul, Sub, Mean) before the leaves x, weight and bias. Right, torch's F.batch_norm: one node, NativeBatchNormBackward0, with an edge to each of x, weight and bias](figures/batch_norm.svg)
+#
+# **Forward**, `native_batch_norm_cpu(x, weight, bias, running_mean,
+# running_var, training, momentum, eps)`: `x` has the channels in dim 1 and
+# any number of dims after (`(N, C)`, `(N, C, L)`, `(N, C, H, W)`); each
+# channel's statistics are over every other dim, `n` values.
+#
+# - in **training**: the batch's mean $\mu$ and **biased** variance
+#   $\sigma^2$ (divide by `n`); the running statistics, where given, are
+#   updated **in place**: `running_mean = (1 − momentum)·running_mean +
+#   momentum·μ`, and the same for `running_var` with the **unbiased**
+#   variance $\sigma^2 \cdot n / (n - 1)$;
+# - in **eval**: $\mu$ and $\sigma^2$ are `running_mean` and `running_var`,
+#   and nothing is updated.
+#
+# Then $\text{invstd} = 1 / \sqrt{\sigma^2 + \varepsilon}$,
+# $\hat x = (x - \mu) \cdot \text{invstd}$, and $y = \hat x \cdot w + b$
+# (`weight` and `bias` may be `None`: no scale, no shift). Return
+# `(y, mean, invstd)` — the two per-channel vectors are what the backward
+# needs, in `x`'s dtype.
+#
+# **Backward**, `native_batch_norm_backward_cpu(grad, x, weight, mean,
+# invstd, training, output_mask)` returns `(grad_input, grad_weight,
+# grad_bias)`, each `None` where `output_mask` says it is not needed. With
+# $g$ the output's gradient and sums over a channel's `n` values:
+#
+# $$\frac{\partial L}{\partial b} = \sum g, \qquad \frac{\partial L}{\partial w} = \sum g\,\hat x, \qquad
+# \frac{\partial L}{\partial x} = w \cdot \text{invstd} \cdot \Bigl(g - \frac{1}{n}\sum g - \hat x \cdot \frac{1}{n}\sum g\,\hat x\Bigr)$$
+#
+# The two subtracted terms are there because in training $\mu$ and
+# $\sigma^2$ are computed **from** `x`: moving one pixel moves every output
+# of its channel. In **eval** they are constants, and the map is affine:
+# $\partial L / \partial x = w \cdot \text{invstd} \cdot g$. (Without
+# `weight`, $w = 1$.)
+#
+# Real PyTorch: `batch_norm_cpu` and `batch_norm_backward_cpu` in
+# [`aten/src/ATen/native/Normalization.cpp`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Normalization.cpp);
+# `native_batch_norm` in [`derivatives.yaml`](https://github.com/pytorch/pytorch/blob/main/tools/autograd/derivatives.yaml);
+# `F.batch_norm` in [`torch/nn/functional.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/functional.py).
+
+# %% reference=true
+from picotorch import size_text
+
+
+@register("batch_norm")
+class BatchNormFunction(Function):
+    """The Autograd kernel of "batch_norm": one node, whose backward is one formula."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        out, mean, invstd = redispatch("native_batch_norm", DispatchKey.Autograd, x, weight, bias, running_mean,
+                                       running_var, training, momentum, eps)
+        ctx.save_for_backward(x, weight, mean, invstd)
+        ctx.training = training
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, mean, invstd = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grads = dispatch("native_batch_norm_backward", grad, x, weight, mean, invstd, ctx.training, needs[:3])
+        return grads + (None,) * 5
+
+
+@register_kernel("batch_norm", DispatchKey.CPU)
+def batch_norm_cpu(x, weight, bias, running_mean, running_var, training, momentum, eps) -> Tensor:
+    """Without autograd, "batch_norm" is native_batch_norm's output alone."""
+    return dispatch("native_batch_norm", x, weight, bias, running_mean, running_var, training, momentum, eps)[0]
+
+
+def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """F.batch_norm: torch's checks, then the "batch_norm" operator (an empty batch changes nothing)."""
+    if training and input.shape[0] * math.prod(input.shape[2:]) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{size_text(input.shape)}")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if not training and t is None:
+            raise RuntimeError(f"{name} must be defined in evaluation mode")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    if input.numel() == 0:
+        return input * 1.0
+    return dispatch("batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+# %% solution="ex_batch_norm" reference=true
+@register_kernel("native_batch_norm", DispatchKey.CPU)
+def native_batch_norm_cpu(x: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
+                          eps: float) -> tuple:
+    """(y, mean, invstd): each channel (dim 1) normalised over every other dim, scaled and shifted."""
+    ### BEGIN SOLUTION
+    a = x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))  # every dim but the channels'
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)  # a channel's vector, broadcast against x
+    if training:
+        n = a.size // a.shape[1]
+        mean = a.mean(axis=axes)
+        centered = a - mean.reshape(shape)
+        var = (centered * centered).mean(axis=axes)  # biased: this batch's own spread
+        if running_mean is not None:  # in place: the module's buffers are these very tensors
+            running = running_mean.numpy()
+            running *= 1 - momentum
+            running += momentum * mean
+        if running_var is not None:
+            running = running_var.numpy()
+            running *= 1 - momentum
+            running += momentum * var * (n / (n - 1))  # unbiased: an estimate for all the data
+    else:
+        mean, var = running_mean.numpy().astype(a.dtype), running_var.numpy().astype(a.dtype)
+        centered = a - mean.reshape(shape)
+    invstd = 1 / np.sqrt(var + eps)
+    y = centered * invstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.numpy().reshape(shape)
+    if bias is not None:
+        y = y + bias.numpy().reshape(shape)
+    return from_numpy(y.astype(a.dtype)), from_numpy(mean.astype(a.dtype)), from_numpy(invstd.astype(a.dtype))
+    ### END SOLUTION
+
+
+@register_kernel("native_batch_norm_backward", DispatchKey.CPU)
+def native_batch_norm_backward_cpu(grad: Tensor, x: Tensor, weight, mean: Tensor, invstd: Tensor, training: bool,
+                                   output_mask) -> tuple:
+    """(grad_input, grad_weight, grad_bias), each None where output_mask says it is not needed."""
+    ### BEGIN SOLUTION
+    g, a = grad.numpy(), x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)
+    x_hat = (a - mean.numpy().reshape(shape)) * invstd.numpy().reshape(shape)
+    sum_g, sum_g_x_hat = g.sum(axis=axes), (g * x_hat).sum(axis=axes)
+    grad_input = None
+    if output_mask[0]:
+        scale = invstd.numpy() if weight is None else invstd.numpy() * weight.numpy()
+        if training:  # the statistics move with x: each pixel's share of the channel's mean and variance
+            n = a.size // a.shape[1]
+            g = g - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)
+        grad_input = from_numpy((g * scale.reshape(shape)).astype(a.dtype))
+    return (grad_input, from_numpy(sum_g_x_hat.astype(a.dtype)) if output_mask[1] else None,
+            from_numpy(sum_g.astype(a.dtype)) if output_mask[2] else None)
+    ### END SOLUTION
+
+
+# %% tests="ex_batch_norm" points=4
+def expect_batch_norm(shape, training: bool, what: str = "", affine: bool = True, bias: bool = True,
+                      running: bool = True, momentum: float = 0.1, eps: float = 1e-5, dtype=torch.float64,
+                      draw=inputs) -> None:
+    """batch_norm (your kernels, through the given operator) against F.batch_norm: the output, the running
+    statistics after the call (updated in place in training, untouched in eval), every gradient."""
+    c = shape[1]
+    x = draw.noncontiguous(draw.randn(*shape, dtype=dtype) * 2 + 1)
+    w = draw.randn(c, dtype=dtype) if affine else None
+    b = draw.randn(c, dtype=dtype) if affine and bias else None
+    stats = [draw.randn(c, dtype=dtype), draw.randn(c, dtype=dtype).abs() + 0.5] if running else [None, None]
+    label = (f"batch_norm(x, {'running_mean, running_var' if running else 'None, None'}, "
+             f"{'weight' if w is not None else 'None'}, {'bias' if b is not None else 'None'}, training={training}, "
+             f"momentum={momentum}, eps={eps}) for x: {describe(x)}{what}")
+    # torch's own backward is wrong for some channels_last-like strides with a size-1 dim (an (N, C, 2, 1) x of
+    # strides (2C, 1, C, 1)): its oracle gets x's values in NCHW, yours x's layout
+    theirs = [None if t is None else t.contiguous().clone().requires_grad_(dtype == torch.float64) for t in (x, w, b)]
+    mine = [None if t is None else ours(t, requires_grad=dtype == torch.float64) for t in (x, w, b)]
+    their_stats = [None if t is None else t.clone() for t in stats]
+    my_stats = [None if t is None else ours(t) for t in stats]
+    result = same_outcome(lambda: batch_norm(mine[0], *my_stats, mine[1], mine[2], training, momentum, eps),
+                          lambda: F.batch_norm(theirs[0], *their_stats, theirs[1], theirs[2], training, momentum, eps),
+                          label)
+    if result is None:
+        return
+    for name, o, t in zip(("running_mean", "running_var"), my_stats, their_stats):
+        if t is not None:
+            compare.assert_matches(o, t, f"{label}: {name} after the call (updated in place in training only)")
+    out, out_theirs = result
+    if dtype == torch.float64 and out_theirs.numel():
+        g = draw.randn(*out_theirs.shape, dtype=dtype)
+        out_theirs.backward(g)
+        call_yours(f"{label}: out.backward(g)", out.backward, ours(g))
+        for name, o, t in zip(("x", "weight", "bias"), mine, theirs):
+            if t is not None:
+                compare.assert_matches(o.grad, t.grad, f"{label}: {name}.grad")
+
+
+def expect_backward_mask(mask) -> None:
+    """native_batch_norm_backward_cpu with output_mask: None exactly where the mask is False."""
+    x, w = ours(torch.randn(4, 3, 2, 2)), ours(torch.randn(3))
+    _, mean, invstd = native_batch_norm_cpu(x, w, None, None, None, True, 0.1, 1e-5)
+    got = native_batch_norm_backward_cpu(ours(torch.randn(4, 3, 2, 2)), x, w, mean, invstd, True, mask)
+    if not isinstance(got, tuple) or len(got) != 3:
+        raise AssertionError(f"native_batch_norm_backward_cpu must return a tuple of three, got {got!r:.80}")
+    for name, wanted, value in zip(("grad_input", "grad_weight", "grad_bias"), mask, got):
+        if (value is None) == wanted:
+            raise AssertionError(f"native_batch_norm_backward_cpu(..., output_mask={mask}): {name} is "
+                                 f"{'None' if value is None else 'computed'}, but the mask "
+                                 f"{'asks for it' if wanted else 'does not ask for it (None)'}")
+
+
+torch.manual_seed(2)
+expect_batch_norm((4, 3, 5, 6), True, " (training: the batch's statistics)")
+expect_batch_norm((4, 3, 5, 6), False, " (eval: the running statistics, constants for the backward)")
+expect_batch_norm((6, 4), True, " (an (N, C) input)")
+expect_batch_norm((3, 2, 5), True, " (an (N, C, L) input)")
+expect_batch_norm((2, 3, 4), False, " (an (N, C, L) input in eval)")
+expect_batch_norm((5, 3, 2, 2), True, " (no weight, no bias)", affine=False)
+expect_batch_norm((5, 3, 2, 2), False, " (eval, no weight, no bias)", affine=False)
+expect_batch_norm((3, 4, 3, 2), True, " (a weight and no bias)", bias=False)
+expect_batch_norm((3, 4, 3, 2), True, " (no running statistics)", running=False)
+expect_batch_norm((2, 3, 3, 3), True, " (momentum 0.5, eps 0.1)", momentum=0.5, eps=0.1)
+expect_batch_norm((1, 3, 2, 1), True, " (one image of two pixels: two values per channel)")
+expect_batch_norm((8, 3, 4, 4), True, " (float32)", dtype=torch.float32)
+expect_batch_norm((0, 3, 2, 2), True, " (an empty batch: nothing to normalise, nothing updated)")
+expect_batch_norm((1, 3, 1, 1), True, " (one value per channel in training: ValueError)")
+expect_batch_norm((1, 3), True, " (one sample of (N, C) in training: ValueError)")
+expect_batch_norm((1, 3), False, " (one sample in eval: the running statistics, no error)")
+expect_batch_norm((3, 2), False, " (eval without running statistics: torch raises RuntimeError)", running=False)
+x = torch.randn(2, 4, 3, 3)
+for args, text in [((torch.zeros(3), torch.ones(3)), "running statistics of 3 for 4 channels"),
+                   ((None, None, torch.ones(4), torch.zeros(3)), "a bias of 3 for 4 channels")]:
+    same_outcome(lambda: batch_norm(ours(x), *[None if t is None else ours(t) for t in args], training=True),
+                 lambda: F.batch_norm(x, *args, training=True), f"batch_norm(x, ...) for x of 4 channels and {text} "
+                 "(torch raises RuntimeError)")
+for mask in [(True, True, True), (False, True, True), (True, False, False), (False, False, True)]:
+    expect_backward_mask(mask)
+print("visible tests passed — hidden tests try the same rules on new inputs at grading")
+### BEGIN HIDDEN TESTS
+def random_batch_norm(draw):
+    shape = (draw(1, 4), draw(1, 4)) + tuple(draw(1, 4) for _ in range(draw(0, 2)))
+    if shape[0] * math.prod(shape[2:]) == 1:
+        shape = (2,) + shape[1:]
+    expect_batch_norm(shape, draw.choice([True, True, False]), affine=draw.choice([True, True, False]),
+                      bias=draw.choice([True, False]), running=draw.choice([True, True, False]),
+                      momentum=draw.choice([0.1, 0.3, 1.0]), eps=draw.choice([1e-5, 0.01]),
+                      dtype=draw.choice([torch.float64, torch.float64, torch.float32]), draw=draw)
+
+
+for_random_inputs(random_batch_norm, 16)
+### END HIDDEN TESTS
+
+
+# %% [markdown]
 # ### BatchNorm2d, and the CNN trained
 #
 # Chapter 03's `BatchNorm1d` normalises each channel of an `(N, C)` or
 # `(N, C, L)` input over every other dim. `BatchNorm2d` is the same for
 # images `(N, C, H, W)`: one mean and one variance **per channel**, over
 # `N`, `H` and `W` together — every pixel of every image is a sample of its
-# channel. Everything else is chapter 03's: `weight` and `bias` of shape
-# `(C,)`, the buffers `running_mean`, `running_var`, `num_batches_tracked`
-# updated in place in training mode with `momentum` (the unbiased variance,
-# over `n = N·H·W` values), the running statistics used in eval mode — so
-# the `state_dict` has torch's keys and shapes, and loads torch's.
+# channel. Its state is chapter 03's: `weight` and `bias` of shape `(C,)`,
+# the buffers `running_mean`, `running_var`, `num_batches_tracked` — so the
+# `state_dict` has torch's keys and shapes, and loads torch's.
 #
-# Write `BatchNorm2d` as a subclass of your `BatchNorm1d`: its `forward`
-# refuses anything but a 4-D input (`ValueError(f"expected 4D input (got
-# {d}D input)")`), views `(N, C, H, W)` as `(N, C, H·W)` — the `(N, C, L)`
-# case of chapter 03 — and gives the result its shape back. In training
-# mode an image of one pixel in a batch of one is a `ValueError` (one value
-# per channel); a batch of one larger image is not.
+# Write `BatchNorm2d` as a subclass of your `BatchNorm1d` (which gives it
+# `__init__` and `extra_repr`), whose `forward` is torch's
+# `_BatchNorm.forward`: the module keeps the books, and one `batch_norm`
+# call does the arithmetic.
+#
+# - anything but a 4-D input is `ValueError(f"expected 4D input (got {d}D
+#   input)")`;
+# - in training with running statistics, `num_batches_tracked += 1` (inside
+#   `no_grad()`, even when the batch is then refused); the factor is
+#   `momentum`, or with `momentum=None` `1 / num_batches_tracked` (a
+#   cumulative average);
+# - the batch's statistics are used in training, and in eval when there are
+#   no running statistics; otherwise the running ones;
+# - the running statistics go to `batch_norm` in eval, and in training only
+#   when the module tracks them (`track_running_stats`).
 #
 # Then the milestone: a small CNN with `BatchNorm2d` on chapter 04's digits,
 # trained with chapter 04's `fit` — the same initial weights and the same
@@ -1634,11 +1914,11 @@ for_random_inputs(random_layers, 10)
 # MLP trained on the same batches (the CNN must do at least as well).
 #
 # Real PyTorch: [`torch/nn/modules/batchnorm.py`](https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/batchnorm.py)
-# (`BatchNorm2d._check_input_dim`; the computation is `_BatchNorm`'s, shared
-# by the 1-D, 2-D and 3-D ones).
+# (`_BatchNorm.forward`, `BatchNorm2d._check_input_dim`; the 1-D, 2-D and 3-D
+# ones share the forward).
 
 # %% solution="ex_batchnorm2d" reference=true
-from picotorch import BatchNorm1d
+from picotorch import BatchNorm1d, no_grad
 
 
 class BatchNorm2d(BatchNorm1d):
@@ -1646,8 +1926,16 @@ class BatchNorm2d(BatchNorm1d):
         ### BEGIN SOLUTION
         if x.dim() != 4:
             raise ValueError(f"expected 4D input (got {x.dim()}D input)")
-        n, c, h, w = x.shape
-        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        batch_statistics = self.training or self.running_mean is None
+        tracked = not self.training or self.track_running_stats
+        return batch_norm(x, self.running_mean if tracked else None, self.running_var if tracked else None,
+                          self.weight, self.bias, batch_statistics, factor, self.eps)
         ### END SOLUTION
 
 
@@ -1684,12 +1972,15 @@ def expect_batchnorm2d_steps(make, shapes, modes, what, dtype=torch.float64, dra
         label = f"{what} in {mode} mode, step {step + 1}, x: {describe(x)}"
         # torch's own backward is wrong for some channels_last-like strides with a size-1 dim (its weight's gradient
         # for an (N, C, 2, 1) x of strides (2C, 1, C, 1)): its oracle gets x's values in NCHW, yours x's layout
-        out_theirs, out = theirs(x.contiguous()), call_yours(label, mine, ours(x))
+        grad = dtype == torch.float64
+        x_theirs, x_mine = x.contiguous().clone().requires_grad_(grad), ours(x, requires_grad=grad)
+        out_theirs, out = theirs(x_theirs), call_yours(label, mine, x_mine)
         compare.assert_matches(out, out_theirs.detach(), f"{label}: the output")
-        if out_theirs.requires_grad and dtype == torch.float64:
+        if grad:
             g = draw.randn(tuple(out_theirs.shape), dtype=dtype)
             out_theirs.backward(g)
             out.backward(ours(g))
+            compare.assert_matches(x_mine.grad, x_theirs.grad, f"{label}: x.grad")
             params = dict(mine.named_parameters())
             for name, p in theirs.named_parameters():
                 compare.assert_matches(params[name].grad, p.grad, f"{label}: {name}.grad")
@@ -1804,7 +2095,9 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
-           "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
+           "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d",
+           "BatchNormFunction", "batch_norm_cpu", "batch_norm", "native_batch_norm_cpu",
+           "native_batch_norm_backward_cpu"]
 
 # %% [markdown]
 # ## 8. On the device
@@ -2320,9 +2613,62 @@ for_random_inputs(random_col2im, 12)
 for_random_inputs(random_conv_grads_on_device, 6)
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# Last, batch norm on the device, so that the CNN runs there whole: its two
+# operators composed of the backend's operators (the arithmetic of your CPU
+# kernels, written with tensors; each call still one autograd node). Torch
+# has a kernel for each (`batch_norm_cuda` in
+# [`Normalization.cu`](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cuda/Normalization.cu)):
+# a reduction per channel, then an elementwise pass — chapter 05's patterns.
+
+# %% reference=true
+def channel_dims(x: Tensor) -> tuple:
+    """(the dims a channel's statistics run over, the shape that broadcasts a channel's vector against x)."""
+    return (0,) + tuple(range(2, x.dim())), (1, x.shape[1]) + (1,) * (x.dim() - 2)
+
+
+@register_cuda_kernel("native_batch_norm")
+def native_batch_norm_cuda(x: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
+                           eps: float) -> tuple:
+    dims, shape = channel_dims(x)
+    if training:
+        n = x.numel() // x.shape[1]
+        mean = x.mean(dims)
+        centered = x - mean.reshape(shape)
+        var = (centered * centered).mean(dims)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean * momentum)
+        if running_var is not None:
+            running_var.mul_(1 - momentum).add_(var * (momentum * n / (n - 1)))
+    else:
+        mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
+        centered = x - mean.reshape(shape)
+    invstd = 1.0 / (var + eps).sqrt()
+    y = centered * invstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return (y if bias is None else y + bias.reshape(shape)), mean, invstd
+
+
+@register_cuda_kernel("native_batch_norm_backward")
+def native_batch_norm_backward_cuda(grad: Tensor, x: Tensor, weight, mean: Tensor, invstd: Tensor, training: bool,
+                                    output_mask) -> tuple:
+    dims, shape = channel_dims(x)
+    x_hat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    sum_g, sum_g_x_hat = grad.sum(dims), (grad * x_hat).sum(dims)
+    grad_input = None
+    if output_mask[0]:
+        scale = invstd if weight is None else invstd * weight
+        if training:
+            n = x.numel() // x.shape[1]
+            grad = grad - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)
+        grad_input = grad * scale.reshape(shape)
+    return grad_input, sum_g_x_hat if output_mask[1] else None, sum_g if output_mask[2] else None
+
+
 # %% reference=true
 __all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda", "COL2IM", "launch_col2im",
-            "convolution_backward_cuda"]
+            "convolution_backward_cuda", "channel_dims", "native_batch_norm_cuda", "native_batch_norm_backward_cuda"]
 
 # %% [markdown]
 # ## Check your work

@@ -97,17 +97,20 @@ _CROSS_ENTROPY_BY_LOGSUMEXP = _rewrite("ex_cross_entropy", ("""    axis, values 
     return nll_loss(log_softmax(input, class_dim), target, reduction, ignore_index, weight)""",
                                                             """    return nll_loss(log_softmax(input, min(input.dim() - 1, 1)), target, reduction, ignore_index, weight)"""))
 
-_ADAM_AS_IN_THE_PAPER = _rewrite("ex_adam", ("""                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
-                    p.sub_((lr / (1 - beta1 ** t)) * m / denom)""", """                    m_hat = m / (1 - beta1 ** t)  # the bias-corrected averages of Kingma & Ba
+_ADAM_AS_IN_THE_PAPER = _rewrite("ex_adam", ("""                    denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)
+                    p.addcdiv_(m, denom, value=-(lr / (1 - beta1 ** t)))""", """                    m_hat = m / (1 - beta1 ** t)  # the bias-corrected averages of Kingma & Ba
                     v_hat = v / (1 - beta2 ** t)
-                    p.sub_(lr * m_hat / (v_hat.sqrt() + eps))"""))
+                    p.sub_(lr * m_hat / (v_hat.sqrt() + eps))"""), ("""                    m.lerp_(grad, 1 - beta1)
+                    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)""", """                    m.add_((grad - m) * (1 - beta1))  # without the fused operators
+                    v.mul_(beta2)
+                    v.add_((1 - beta2) * grad * grad)"""))
 
 ALTERNATIVES = {
     "SGD on a copy of the gradient, a fit that counts the epochs since the best": {
         "ex_sgd": _SGD_ON_A_COPY,
         "ex_fit": _FIT_COUNTING_STALE_EPOCHS,
     },
-    "cross-entropy through log-sum-exp, Adam's update written as in the paper": {
+    "cross-entropy through log-sum-exp, Adam's update written as in the paper (no fused operators)": {
         "ex_cross_entropy": _CROSS_ENTROPY_BY_LOGSUMEXP,
         "ex_adam": _ADAM_AS_IN_THE_PAPER,
     },

@@ -182,10 +182,40 @@ ALTERNATIVES = {
     inside = (np.arange(size) >= starts[:, None]) & (np.arange(size) < ends[:, None])
     return (inside / (ends - starts)[:, None]).astype(dtype)"""), ("return rows @ x @ cols", "return rows @ (x @ cols)")),
     },
-    "BatchNorm2d over NHWC rows (N·H·W, C), permuted back": {
-        "ex_batchnorm2d": _rewrite("ex_batchnorm2d", (
-            "        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)",
-            """        rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
-        return super().forward(rows).reshape(n, h, w, c).permute(0, 3, 1, 2)""")),
+    "BatchNorm2d through chapter 03's BatchNorm1d on its (N, C, H·W) view; batch norm's kernels over (C, n) rows": {
+        "ex_batchnorm2d": _rewrite("ex_batchnorm2d", ("""        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        batch_statistics = self.training or self.running_mean is None
+        tracked = not self.training or self.track_running_stats
+        return batch_norm(x, self.running_mean if tracked else None, self.running_var if tracked else None,
+                          self.weight, self.bias, batch_statistics, factor, self.eps)""",
+            """        n, c, h, w = x.shape  # the composition of chapter 03: slower (a dozen autograd nodes), as right
+        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)""")),
+        "ex_batch_norm": _rewrite("ex_batch_norm", ("""    a = x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))  # every dim but the channels'
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)  # a channel's vector, broadcast against x
+    if training:
+        n = a.size // a.shape[1]
+        mean = a.mean(axis=axes)
+        centered = a - mean.reshape(shape)
+        var = (centered * centered).mean(axis=axes)  # biased: this batch's own spread""",
+            """    a = x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)
+    if training:
+        rows = np.moveaxis(a, 1, 0).reshape(a.shape[1], -1)  # one row per channel: its n values
+        n = rows.shape[1]
+        mean = rows.sum(axis=1) / n
+        var = ((rows - mean[:, None]) ** 2).sum(axis=1) / n
+        centered = a - mean.reshape(shape)"""), ("""    x_hat = (a - mean.numpy().reshape(shape)) * invstd.numpy().reshape(shape)
+    sum_g, sum_g_x_hat = g.sum(axis=axes), (g * x_hat).sum(axis=axes)""",
+            """    x_hat = (a - mean.numpy().reshape(shape)) * invstd.numpy().reshape(shape)
+    flat = (g.shape[0], g.shape[1], -1)  # (N, C, the rest): one einsum sums over N and the rest
+    sum_g = np.einsum("ncl->c", g.reshape(flat))
+    sum_g_x_hat = np.einsum("ncl,ncl->c", g.reshape(flat), x_hat.reshape(flat))""")),
     },
 }

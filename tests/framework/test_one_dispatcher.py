@@ -20,13 +20,15 @@ NOT_COMPUTING = {
     # classes whose computing happens in the calls exercised below (their forward / step)
     **dict.fromkeys(["Parameter", "Module", "Sequential", "ModuleList", "Optimizer", "LRScheduler", "StepLR",
                      "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler",
-                     "RandomSampler", "BatchSampler", "DataLoader", "default_collate", "Standardize", "shifted"],
+                     "RandomSampler", "BatchSampler", "DataLoader", "default_collate", "Standardize", "shifted",
+                     "TensorFusedUpdates"],
                     "container, schedule or data plumbing: the tensors' own methods dispatch"),
     # kernels and Functions: what the operators below register, not calls of their own
     **dict.fromkeys(["linear_cpu", "linear_backward_cpu", "LinearFunction", "EmbeddingFunction", "embedding_cpu",
                      "embedding_backward_cpu", "ToCopy", "LogSoftmax", "Softmax", "NLLLossFunction", "log_softmax_cpu",
                      "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu",
-                     "nll_loss_backward_cpu", "reduce_losses"],
+                     "nll_loss_backward_cpu", "reduce_losses", "lerp_cpu", "addcmul_cpu", "addcdiv_cpu",
+                     "write_in_place"],
                     "a kernel or an Autograd kernel's Function, reached through dispatch"),
     # random factories: values drawn by torch's generator and wrapped, as a constructor
     **dict.fromkeys(["bernoulli", "kaiming_uniform_"], "a random factory/initialiser, values from torch's generator"),
@@ -60,8 +62,15 @@ def _calls(pt):
         "cross_entropy": (lambda: pt.cross_entropy(x, target), {"log_softmax", "nll_loss"}, None),
         "CrossEntropyLoss": (lambda: pt.CrossEntropyLoss()(x, target), {"log_softmax", "nll_loss"}, None),
         "SGD": (_step(pt, pt.SGD, x, momentum=0.9), {"sub_"}, None),
-        "Adam": (_step(pt, pt.Adam, x), {"add_", "mul_", "sqrt", "sub_"}, None),
-        "AdamW": (_step(pt, pt.AdamW, x), {"add_", "mul_", "sqrt", "sub_"}, None),
+        # torch's _single_tensor_adam: its fused updates are operators of their own
+        "Adam": (_step(pt, pt.Adam, x), {"add_", "mul_", "sqrt", "lerp_", "addcmul_", "addcdiv_"}, None),
+        "AdamW": (_step(pt, pt.AdamW, x), {"add_", "mul_", "sqrt", "lerp_", "addcmul_", "addcdiv_"}, None),
+        "zeros_like": (lambda: pt.zeros_like(x), {"zeros_like"}, None),
+        "Tensor.lerp_": (lambda: x.detach().clone().lerp_(x.detach() * 2, 0.25), {"lerp_"}, None),
+        "Tensor.addcmul_": (lambda: x.detach().clone().addcmul_(x.detach(), x.detach(), value=0.5), {"addcmul_"},
+                            None),
+        "Tensor.addcdiv_": (lambda: x.detach().clone().addcdiv_(x.detach(), x.detach() + 9, value=-2), {"addcdiv_"},
+                            None),
         "softmax": (lambda: pt.softmax(x, 1), {"softmax"}, None),
     }
 
@@ -75,7 +84,8 @@ def _step(pt, optimizer, x, **kwargs):
 
 CALL_NAMES = ["Linear", "ReLU", "Tanh", "Sigmoid", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d", "Embedding",
               "Tensor.to", "mse_loss", "MSELoss", "log_softmax", "nll_loss",
-              "NLLLoss", "cross_entropy", "CrossEntropyLoss", "SGD", "Adam", "AdamW", "softmax"]
+              "NLLLoss", "cross_entropy", "CrossEntropyLoss", "SGD", "Adam", "AdamW", "softmax", "zeros_like",
+              "Tensor.lerp_", "Tensor.addcmul_", "Tensor.addcdiv_"]
 PENDING = {}
 
 

@@ -138,8 +138,8 @@ MUTANTS = {
     },
     "ex_adam": {
         "bias correction missing":
-            _wrong("ex_adam", ("denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps", "denom = v.sqrt() + eps"),
-                   ("p.sub_((lr / (1 - beta1 ** t)) * m / denom)", "p.sub_(lr * m / denom)")),
+            _wrong("ex_adam", ("denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)", "denom = v.sqrt().add_(eps)"),
+                   ("p.addcdiv_(m, denom, value=-(lr / (1 - beta1 ** t)))", "p.addcdiv_(m, denom, value=-lr)")),
         "AdamW adds its decay to the gradient, as Adam does":
             _wrong("ex_adam", ("if self.decoupled_weight_decay:", "if False:")),
         "Adam decouples its decay, as AdamW does":
@@ -147,12 +147,12 @@ MUTANTS = {
         "Adam's weight decay is added into p.grad in place":
             _wrong("ex_adam", ("grad = grad + weight_decay * p", "grad += weight_decay * p")),
         "eps inside the square root":
-            _wrong("ex_adam", ("denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps",
+            _wrong("ex_adam", ("denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)",
                                "denom = (v / (1 - beta2 ** t) + eps).sqrt()")),
         "amsgrad keeps the maximum of the first moment":
             _wrong("ex_adam", ("v_max.copy_(v_max.maximum(v))", "v_max.copy_(v_max.maximum(m))")),
         "beta1 and 1 - beta1 swapped in the first moment":
-            _wrong("ex_adam", ("m.add_((grad - m) * (1 - beta1))", "m.add_((grad - m) * beta1)")),
+            _wrong("ex_adam", ("m.lerp_(grad, 1 - beta1)", "m.lerp_(grad, beta1)")),
         "maximize is ignored":
             _wrong("ex_adam", ("""                    if maximize:
                         grad = -grad

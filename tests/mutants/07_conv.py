@@ -271,14 +271,50 @@ MUTANTS = {
         "the repr shows an int as a pair": _wrong("ex_adaptive", (
             'return f"output_size={self.output_size}"', 'return f"output_size={pair(self.output_size, \'output_size\')}"')),
     },
+    "ex_batch_norm": {
+        "the backward forgets the mean of the gradient (the mean's dependence on x)": _wrong("ex_batch_norm", (
+            "g = g - (sum_g / n).reshape(shape) - x_hat", "g = g - x_hat")),
+        "the backward forgets the x̂ term (the variance's dependence on x)": _wrong("ex_batch_norm", (
+            "g = g - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)",
+            "g = g - (sum_g / n).reshape(shape)")),
+        "eval's backward differentiates the statistics too, as training's": _wrong("ex_batch_norm", (
+            "        if training:  # the statistics move with x", "        if True:  # the statistics move with x")),
+        "training's backward takes the statistics as constants, as eval's": _wrong("ex_batch_norm", (
+            "        if training:  # the statistics move with x", "        if False:  # the statistics move with x")),
+        "the running variance averages the biased variance": _wrong("ex_batch_norm", (
+            "running += momentum * var * (n / (n - 1))", "running += momentum * var")),
+        "the batch normalised by its unbiased variance": _wrong("ex_batch_norm", (
+            "var = (centered * centered).mean(axis=axes)", "var = (centered * centered).sum(axis=axes) / (n - 1)")),
+        "the running mean replaced by the batch's, not averaged": _wrong("ex_batch_norm", (
+            "            running *= 1 - momentum\n            running += momentum * mean\n",
+            "            running[...] = mean\n")),
+        "eps added after the square root": _wrong("ex_batch_norm", (
+            "invstd = 1 / np.sqrt(var + eps)", "invstd = 1 / (np.sqrt(var) + eps)")),
+        "the weight's gradient is the bias's (x̂ left out)": _wrong("ex_batch_norm", (
+            "from_numpy(sum_g_x_hat.astype(a.dtype)) if output_mask[1]", "from_numpy(sum_g.astype(a.dtype)) if output_mask[1]")),
+        "the input's gradient without the weight": _wrong("ex_batch_norm", (
+            "scale = invstd.numpy() if weight is None else invstd.numpy() * weight.numpy()", "scale = invstd.numpy()")),
+        "eval normalises with the batch's statistics (and updates the running ones)": _wrong("ex_batch_norm", (
+            "    if training:\n        n = a.size", "    if True:\n        n = a.size")),
+        "output_mask ignored: every gradient computed": _wrong("ex_batch_norm", (
+            " if output_mask[1] else None", ""), (" if output_mask[2] else None", "")),
+    },
     "ex_batchnorm2d": {
         "BatchNorm2d accepts BatchNorm1d's 3-D input": _wrong("ex_batchnorm2d", (
             "        if x.dim() != 4:\n", "        if x.dim() == 3:\n            return super().forward(x)\n        if x.dim() != 4:\n")),
-        "the pixels taken as features: (N, C·H·W)": _wrong("ex_batchnorm2d", (
-            "x.reshape(n, c, h * w)", "x.reshape(n, c * h * w)")),
-        "the result given the shape (N, C, W, H)": _wrong("ex_batchnorm2d", (
-            ").reshape(n, c, h, w)", ").reshape(n, c, w, h)")),
-        "NHWC rows (N·H·W, C) normalised, but reshaped back without the permutation": _wrong("ex_batchnorm2d", (
-            "x.reshape(n, c, h * w)", "x.permute(0, 2, 3, 1).reshape(n * h * w, c)")),
+        "momentum=None taken as 0.1 (no cumulative average)": _wrong("ex_batchnorm2d", (
+            "factor = 0.0 if self.momentum is None else self.momentum", "factor = 0.1 if self.momentum is None else self.momentum"), (
+            "            if self.momentum is None:  # a cumulative average\n"
+            "                factor = 1.0 / float(self.num_batches_tracked.item())\n", "")),
+        "num_batches_tracked never counted": _wrong("ex_batchnorm2d", (
+            "                self.num_batches_tracked.add_(1)\n", "                pass\n")),
+        "batches counted in eval mode too": _wrong("ex_batchnorm2d", (
+            "if self.training and self.track_running_stats:", "if self.track_running_stats:")),
+        "the cumulative average counts one batch too many": _wrong("ex_batchnorm2d", (
+            "1.0 / float(self.num_batches_tracked.item())", "1.0 / (float(self.num_batches_tracked.item()) + 1)")),
+        "eval mode normalises with the batch's statistics": _wrong("ex_batchnorm2d", (
+            "batch_statistics = self.training or self.running_mean is None", "batch_statistics = True")),
+        "the running statistics never reach batch_norm in training (never updated)": _wrong("ex_batchnorm2d", (
+            "tracked = not self.training or self.track_running_stats", "tracked = not self.training")),
     },
 }

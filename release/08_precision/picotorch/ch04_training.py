@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from course.datasets import load_digits
-from picotorch import (DispatchKey, Function, Linear, Module, ReLU, Sequential, Tensor, dispatch, enable_grad,
-                       float32, from_numpy, from_torch, int64, is_grad_enabled, no_grad, redispatch, register,
-                       register_kernel, tensor, zeros)
+from picotorch import (DispatchKey, Function, Linear, Module, ReLU, Sequential, Tensor, add_methods, dispatch,
+                       enable_grad, float32, from_numpy, from_torch, int64, is_grad_enabled, no_grad, redispatch,
+                       register, register_kernel, tensor, zeros)
 
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -384,6 +384,53 @@ class SGD(Optimizer):
         return loss
 
 
+@add_methods(Tensor)
+class TensorFusedUpdates:
+    """The in-place updates of torch's optimizers: one operator each, where `+`, `-`, `*` would be three."""
+    def lerp_(self, end, weight): return dispatch("lerp_", self, end, weight)
+    def addcmul_(self, tensor1, tensor2, value=1): return dispatch("addcmul_", self, tensor1, tensor2, value)
+    def addcdiv_(self, tensor1, tensor2, value=1): return dispatch("addcdiv_", self, tensor1, tensor2, value)
+
+
+def zeros_like(t: Tensor) -> Tensor:
+    """Zeros of t's shape and dtype, where t is: an optimizer's state (the operator "zeros_like": chapter 05 adds its
+    CUDA kernel)."""
+    return dispatch("zeros_like", t)
+
+
+@register_kernel("zeros_like", DispatchKey.CPU)
+def _zeros_like_cpu(t: Tensor) -> Tensor:
+    return zeros(*t.shape, dtype=t.dtype)
+
+
+def write_in_place(t: Tensor, values: np.ndarray) -> Tensor:
+    """t, holding `values` (which must have t's shape: torch's rule for an in-place result)."""
+    if values.shape != t.shape:
+        raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape {list(values.shape)}")
+    t.numpy()[...] = values
+    return t
+
+
+@register_kernel("lerp_", DispatchKey.CPU)
+@np.errstate(all="ignore")
+def lerp_cpu(t: Tensor, end: Tensor, weight: float) -> Tensor:
+    x, e = t.numpy(), end.numpy()
+    # torch's two forms: each exact at its end of the interval (weight 0 gives t, weight 1 gives end)
+    return write_in_place(t, x + weight * (e - x) if abs(weight) < 0.5 else e - (e - x) * (1 - weight))
+
+
+@register_kernel("addcmul_", DispatchKey.CPU)
+@np.errstate(all="ignore")
+def addcmul_cpu(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return write_in_place(t, t.numpy() + value * tensor1.numpy() * tensor2.numpy())
+
+
+@register_kernel("addcdiv_", DispatchKey.CPU)
+@np.errstate(all="ignore")
+def addcdiv_cpu(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return write_in_place(t, t.numpy() + value * (tensor1.numpy() / tensor2.numpy()))
+
+
 class Adam(Optimizer):
     decoupled_weight_decay = False
 
@@ -415,10 +462,10 @@ class Adam(Optimizer):
                     state = self.state[p]
                     if not state:
                         state["step"] = tensor(0.0, dtype=float32)
-                        state["exp_avg"] = zeros(*p.shape, dtype=p.dtype)
-                        state["exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                        state["exp_avg"] = zeros_like(p)
+                        state["exp_avg_sq"] = zeros_like(p)
                         if amsgrad:
-                            state["max_exp_avg_sq"] = zeros(*p.shape, dtype=p.dtype)
+                            state["max_exp_avg_sq"] = zeros_like(p)
                     if maximize:
                         grad = -grad
                     state["step"].add_(1)
@@ -429,15 +476,14 @@ class Adam(Optimizer):
                         else:
                             grad = grad + weight_decay * p
                     m, v = state["exp_avg"], state["exp_avg_sq"]
-                    m.add_((grad - m) * (1 - beta1))
-                    v.mul_(beta2)
-                    v.add_((1 - beta2) * grad * grad)
+                    m.lerp_(grad, 1 - beta1)
+                    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                     if amsgrad:
                         v_max = state["max_exp_avg_sq"]
                         v_max.copy_(v_max.maximum(v))
                         v = v_max
-                    denom = v.sqrt() / math.sqrt(1 - beta2 ** t) + eps
-                    p.sub_((lr / (1 - beta1 ** t)) * m / denom)
+                    denom = (v.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)
+                    p.addcdiv_(m, denom, value=-(lr / (1 - beta1 ** t)))
         return loss
 
 
@@ -744,7 +790,8 @@ __all__ = ["REDUCTIONS", "check_reduction", "mse_loss", "MSELoss", "class_target
            "Softmax", "NLLLossFunction", "log_softmax", "softmax", "nll_loss", "log_softmax_cpu",
            "log_softmax_backward_cpu", "softmax_cpu", "softmax_backward_cpu", "nll_loss_cpu", "nll_loss_backward_cpu",
            "cross_entropy", "CrossEntropyLoss",
-           "NLLLoss", "sample_weights", "as_our_tensor", "Optimizer", "call_closure", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR",
+           "NLLLoss", "sample_weights", "as_our_tensor", "Optimizer", "call_closure", "SGD", "TensorFusedUpdates",
+           "zeros_like", "write_in_place", "lerp_cpu", "addcmul_cpu", "addcdiv_cpu", "Adam", "AdamW", "LRScheduler", "StepLR",
            "CosineAnnealingLR", "Dataset", "TensorDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "BatchSampler", "default_collate", "DataLoader", "train_one_epoch", "evaluate", "save", "load", "fit",
            "shifted", "Standardize", "train_digits"]

@@ -274,6 +274,11 @@ def _ones_like_cuda(t: Tensor) -> Tensor:  # the engine's first gradient, of a s
     return dispatch("full_like", t, 1)
 
 
+@register_cuda_kernel("zeros_like")
+def _zeros_like_cuda(t: Tensor) -> Tensor:  # chapter 04's optimizers' state, where the parameter is
+    return dispatch("full_like", t, 0)
+
+
 @register_cuda_kernel("write")
 def _write_cuda(t: Tensor, values) -> None:
     if isinstance(values, (bool, int, float)):
@@ -1145,6 +1150,23 @@ def arange_on(n: int, device) -> Tensor:
     return move(Tensor(Storage(np.arange(n, dtype=np.int64)), (n,), (1,), 0), device)
 
 
+# chapter 04's Adam steps with torch's fused updates: on a device, each is composed of your kernels (torch
+# has a kernel for each; so could you, written as the elementwise ones)
+@register_cuda_kernel("lerp_")
+def lerp_cuda(t: Tensor, end: Tensor, weight: float) -> Tensor:
+    return t.add_((end - t) * weight)
+
+
+@register_cuda_kernel("addcmul_")
+def addcmul_cuda(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return t.add_(tensor1 * tensor2 * value)
+
+
+@register_cuda_kernel("addcdiv_")
+def addcdiv_cuda(t: Tensor, tensor1: Tensor, tensor2: Tensor, value=1) -> Tensor:
+    return t.add_(tensor1 / tensor2 * value)
+
+
 @register_cuda_kernel("nll_loss")
 def nll_loss_cuda(log_probs: Tensor, target: Tensor, weight, reduction: str, ignore_index: int) -> Tensor:
     """-log_probs[i, target[i]] for each sample i (0 where target[i] is ignore_index), reduced."""
@@ -1227,4 +1249,5 @@ __all__ = ["UNARY_OPS", "BINARY_OPS", "DEVICE_TYPES", "Device", "CPU", "NO_GPU",
            "MATMUL_NAIVE", "matmul_args", "launch_matmul_naive", "MATMUL_TILED", "launch_matmul_tiled",
            "MATMUL_BLOCKED", "launch_matmul_blocked", "cuda_matmul", "SOFTMAX_THREADS", "SOFTMAX", "launch_softmax",
            "softmax_backward_cuda", "log_softmax_backward_cuda", "linear_cuda", "linear_backward_cuda", "arange_on",
+           "lerp_cuda", "addcmul_cuda", "addcdiv_cuda",
            "nll_loss_cuda", "nll_loss_backward_cuda", "MODE_STACK", "LoggingMode", "mode_fallback"]

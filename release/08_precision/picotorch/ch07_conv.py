@@ -33,13 +33,25 @@ def constant_pad_cpu(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
     """A new tensor: x with pads[0] values before and pads[1] after its last dim, pads[2], pads[3] around the one
     before... (F.pad's order); a negative pad crops."""
     array = x.numpy()
-    widths, crops = [(0, 0)] * array.ndim, [slice(None)] * array.ndim
+    shape, source, target = list(array.shape), [slice(None)] * array.ndim, [slice(None)] * array.ndim
     for i in range(len(pads) // 2):
         before, after = pads[2 * i], pads[2 * i + 1]
         d = array.ndim - 1 - i
-        widths[d] = (max(before, 0), max(after, 0))
-        crops[d] = slice(max(-before, 0), array.shape[d] + max(before, 0) + max(after, 0) - max(-after, 0))
-    return from_numpy(np.pad(array, widths, constant_values=value)[tuple(crops)])
+        size = array.shape[d]
+        shape[d] = size + before + after
+        if shape[d] < 0:
+            raise RuntimeError(f"The input size {size}, plus negative padding {before} and {after} resulted in a "
+                               f"negative output size, which is invalid. Check dimension {d} of your input.")
+        # the part of x that is kept (torch crops x first: negative pads that remove more than x holds are refused)
+        start, end = max(-before, 0), size - max(-after, 0)
+        if end < start:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        source[d] = slice(start, end)
+        target[d] = slice(max(before, 0), max(before, 0) + end - start)
+    # (one fill and one copy: np.pad, in Python, cost ten times as much on the CNN's small images)
+    out = np.full(shape, value, dtype=array.dtype)
+    out[tuple(target)] = array[tuple(source)]
+    return from_numpy(out)
 
 
 @register("constant_pad_nd")
@@ -524,15 +536,122 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-from picotorch import BatchNorm1d
+from picotorch import size_text
+
+
+@register("batch_norm")
+class BatchNormFunction(Function):
+    """The Autograd kernel of "batch_norm": one node, whose backward is one formula."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        out, mean, invstd = redispatch("native_batch_norm", DispatchKey.Autograd, x, weight, bias, running_mean,
+                                       running_var, training, momentum, eps)
+        ctx.save_for_backward(x, weight, mean, invstd)
+        ctx.training = training
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, mean, invstd = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grads = dispatch("native_batch_norm_backward", grad, x, weight, mean, invstd, ctx.training, needs[:3])
+        return grads + (None,) * 5
+
+
+@register_kernel("batch_norm", DispatchKey.CPU)
+def batch_norm_cpu(x, weight, bias, running_mean, running_var, training, momentum, eps) -> Tensor:
+    """Without autograd, "batch_norm" is native_batch_norm's output alone."""
+    return dispatch("native_batch_norm", x, weight, bias, running_mean, running_var, training, momentum, eps)[0]
+
+
+def batch_norm(input: Tensor, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """F.batch_norm: torch's checks, then the "batch_norm" operator (an empty batch changes nothing)."""
+    if training and input.shape[0] * math.prod(input.shape[2:]) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{size_text(input.shape)}")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if not training and t is None:
+            raise RuntimeError(f"{name} must be defined in evaluation mode")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    if input.numel() == 0:
+        return input * 1.0
+    return dispatch("batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@register_kernel("native_batch_norm", DispatchKey.CPU)
+def native_batch_norm_cpu(x: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
+                          eps: float) -> tuple:
+    """(y, mean, invstd): each channel (dim 1) normalised over every other dim, scaled and shifted."""
+    a = x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))  # every dim but the channels'
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)  # a channel's vector, broadcast against x
+    if training:
+        n = a.size // a.shape[1]
+        mean = a.mean(axis=axes)
+        centered = a - mean.reshape(shape)
+        var = (centered * centered).mean(axis=axes)  # biased: this batch's own spread
+        if running_mean is not None:  # in place: the module's buffers are these very tensors
+            running = running_mean.numpy()
+            running *= 1 - momentum
+            running += momentum * mean
+        if running_var is not None:
+            running = running_var.numpy()
+            running *= 1 - momentum
+            running += momentum * var * (n / (n - 1))  # unbiased: an estimate for all the data
+    else:
+        mean, var = running_mean.numpy().astype(a.dtype), running_var.numpy().astype(a.dtype)
+        centered = a - mean.reshape(shape)
+    invstd = 1 / np.sqrt(var + eps)
+    y = centered * invstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.numpy().reshape(shape)
+    if bias is not None:
+        y = y + bias.numpy().reshape(shape)
+    return from_numpy(y.astype(a.dtype)), from_numpy(mean.astype(a.dtype)), from_numpy(invstd.astype(a.dtype))
+
+
+@register_kernel("native_batch_norm_backward", DispatchKey.CPU)
+def native_batch_norm_backward_cpu(grad: Tensor, x: Tensor, weight, mean: Tensor, invstd: Tensor, training: bool,
+                                   output_mask) -> tuple:
+    """(grad_input, grad_weight, grad_bias), each None where output_mask says it is not needed."""
+    g, a = grad.numpy(), x.numpy()
+    axes = (0,) + tuple(range(2, a.ndim))
+    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)
+    x_hat = (a - mean.numpy().reshape(shape)) * invstd.numpy().reshape(shape)
+    sum_g, sum_g_x_hat = g.sum(axis=axes), (g * x_hat).sum(axis=axes)
+    grad_input = None
+    if output_mask[0]:
+        scale = invstd.numpy() if weight is None else invstd.numpy() * weight.numpy()
+        if training:  # the statistics move with x: each pixel's share of the channel's mean and variance
+            n = a.size // a.shape[1]
+            g = g - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)
+        grad_input = from_numpy((g * scale.reshape(shape)).astype(a.dtype))
+    return (grad_input, from_numpy(sum_g_x_hat.astype(a.dtype)) if output_mask[1] else None,
+            from_numpy(sum_g.astype(a.dtype)) if output_mask[2] else None)
+
+
+from picotorch import BatchNorm1d, no_grad
 
 
 class BatchNorm2d(BatchNorm1d):
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 4:
             raise ValueError(f"expected 4D input (got {x.dim()}D input)")
-        n, c, h, w = x.shape
-        return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        batch_statistics = self.training or self.running_mean is None
+        tracked = not self.training or self.track_running_stats
+        return batch_norm(x, self.running_mean if tracked else None, self.running_var if tracked else None,
+                          self.weight, self.bias, batch_statistics, factor, self.eps)
 
 
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
@@ -542,7 +661,9 @@ __all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
-           "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d"]
+           "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d",
+           "BatchNormFunction", "batch_norm_cpu", "batch_norm", "native_batch_norm_cpu",
+           "native_batch_norm_backward_cpu"]
 
 
 # What this section takes from chapter 05: its kernel API and launch geometry, the CUDA key's registration, the
@@ -689,5 +810,49 @@ def convolution_backward_cuda(grad: Tensor, input: Tensor, weight: Tensor, strid
     return grad_input, grad_weight, grad_bias
 
 
+def channel_dims(x: Tensor) -> tuple:
+    """(the dims a channel's statistics run over, the shape that broadcasts a channel's vector against x)."""
+    return (0,) + tuple(range(2, x.dim())), (1, x.shape[1]) + (1,) * (x.dim() - 2)
+
+
+@register_cuda_kernel("native_batch_norm")
+def native_batch_norm_cuda(x: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
+                           eps: float) -> tuple:
+    dims, shape = channel_dims(x)
+    if training:
+        n = x.numel() // x.shape[1]
+        mean = x.mean(dims)
+        centered = x - mean.reshape(shape)
+        var = (centered * centered).mean(dims)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(mean * momentum)
+        if running_var is not None:
+            running_var.mul_(1 - momentum).add_(var * (momentum * n / (n - 1)))
+    else:
+        mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
+        centered = x - mean.reshape(shape)
+    invstd = 1.0 / (var + eps).sqrt()
+    y = centered * invstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return (y if bias is None else y + bias.reshape(shape)), mean, invstd
+
+
+@register_cuda_kernel("native_batch_norm_backward")
+def native_batch_norm_backward_cuda(grad: Tensor, x: Tensor, weight, mean: Tensor, invstd: Tensor, training: bool,
+                                    output_mask) -> tuple:
+    dims, shape = channel_dims(x)
+    x_hat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    sum_g, sum_g_x_hat = grad.sum(dims), (grad * x_hat).sum(dims)
+    grad_input = None
+    if output_mask[0]:
+        scale = invstd if weight is None else invstd * weight
+        if training:
+            n = x.numel() // x.shape[1]
+            grad = grad - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)
+        grad_input = grad * scale.reshape(shape)
+    return grad_input, sum_g_x_hat if output_mask[1] else None, sum_g if output_mask[2] else None
+
+
 __all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda", "COL2IM", "launch_col2im",
-            "convolution_backward_cuda"]
+            "convolution_backward_cuda", "channel_dims", "native_batch_norm_cuda", "native_batch_norm_backward_cuda"]
