@@ -291,7 +291,8 @@ MUTANTS = {
         "eps added after the square root": _wrong("ex_batch_norm", (
             "invstd = 1 / np.sqrt(var + eps)", "invstd = 1 / (np.sqrt(var) + eps)")),
         "the weight's gradient is the bias's (x̂ left out)": _wrong("ex_batch_norm", (
-            "from_numpy(sum_g_x_hat.astype(a.dtype)) if output_mask[1]", "from_numpy(sum_g.astype(a.dtype)) if output_mask[1]")),
+            "from_numpy(sum_g_x_hat.astype(a.dtype, copy=False)) if output_mask[1]",
+            "from_numpy(sum_g.astype(a.dtype, copy=False)) if output_mask[1]")),
         "the input's gradient without the weight": _wrong("ex_batch_norm", (
             "scale = invstd.numpy() if weight is None else invstd.numpy() * weight.numpy()", "scale = invstd.numpy()")),
         "eval normalises with the batch's statistics (and updates the running ones)": _wrong("ex_batch_norm", (

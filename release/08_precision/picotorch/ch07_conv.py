@@ -605,14 +605,13 @@ def native_batch_norm_cpu(x: Tensor, weight, bias, running_mean, running_var, tr
             running += momentum * var * (n / (n - 1))  # unbiased: an estimate for all the data
     else:
         mean, var = running_mean.numpy().astype(a.dtype), running_var.numpy().astype(a.dtype)
-        centered = a - mean.reshape(shape)
     invstd = 1 / np.sqrt(var + eps)
-    y = centered * invstd.reshape(shape)
-    if weight is not None:
-        y = y * weight.numpy().reshape(shape)
-    if bias is not None:
-        y = y + bias.numpy().reshape(shape)
-    return from_numpy(y.astype(a.dtype)), from_numpy(mean.astype(a.dtype)), from_numpy(invstd.astype(a.dtype))
+    # y = (x - mean) * invstd * weight + bias as torch computes it: one scale and one shift per channel, then one
+    # pass over x
+    scale = invstd if weight is None else invstd * weight.numpy()
+    shift = -mean * scale if bias is None else bias.numpy() - mean * scale
+    y = a * scale.reshape(shape) + shift.reshape(shape)
+    return tuple(from_numpy(v.astype(a.dtype, copy=False)) for v in (y, mean, invstd))
 
 
 @register_kernel("native_batch_norm_backward", DispatchKey.CPU)
@@ -630,9 +629,9 @@ def native_batch_norm_backward_cpu(grad: Tensor, x: Tensor, weight, mean: Tensor
         if training:  # the statistics move with x: each pixel's share of the channel's mean and variance
             n = a.size // a.shape[1]
             g = g - (sum_g / n).reshape(shape) - x_hat * (sum_g_x_hat / n).reshape(shape)
-        grad_input = from_numpy((g * scale.reshape(shape)).astype(a.dtype))
-    return (grad_input, from_numpy(sum_g_x_hat.astype(a.dtype)) if output_mask[1] else None,
-            from_numpy(sum_g.astype(a.dtype)) if output_mask[2] else None)
+        grad_input = from_numpy((g * scale.reshape(shape)).astype(a.dtype, copy=False))
+    return (grad_input, from_numpy(sum_g_x_hat.astype(a.dtype, copy=False)) if output_mask[1] else None,
+            from_numpy(sum_g.astype(a.dtype, copy=False)) if output_mask[2] else None)
 
 
 from picotorch import BatchNorm1d, no_grad
