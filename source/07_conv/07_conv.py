@@ -1994,6 +1994,8 @@ expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(2, momentum=None), [(2, 2, 3,
                          "BatchNorm2d(2, momentum=None) (a cumulative average)")
 expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(4, affine=False, eps=0.1), [(2, 4, 3, 2), (1, 4, 2, 3)],
                          ["train", "eval"], "BatchNorm2d(4, affine=False, eps=0.1)")
+expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(3, track_running_stats=False), [(2, 3, 4, 4), (3, 3, 2, 3)],
+                         ["train", "eval"], "BatchNorm2d(3, track_running_stats=False) (the batch's statistics in eval too)")
 expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(3), [(1, 3, 2, 1)], ["train"],
                          "BatchNorm2d(3) on one image of two pixels (two values per channel: it trains)")
 expect_batchnorm2d_steps(lambda nn: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU()),
