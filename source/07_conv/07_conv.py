@@ -1633,7 +1633,7 @@ for_random_inputs(random_layers, 10)
 # about twenty operator calls, a dozen of them recorded by autograd, each
 # node with its own backward. On the CNN's small images (`8×8`, batches of
 # 32) that bookkeeping costs more than the arithmetic: the two
-# `BatchNorm2d` layers took about half of a training step.
+# `BatchNorm2d` layers took 40 % of a training step.
 #
 # Torch does not compose. `BatchNorm2d.forward` calls `F.batch_norm`, **one
 # operator** (`aten::native_batch_norm`), whose backward is **one formula**
