@@ -33,7 +33,7 @@ def _build(args) -> int:
 
 
 def main(argv=None) -> int:
-    """The `autograder` command: parse `argv` and run build, grade or report; its exit status."""
+    """The `autograder` command: parse `argv` and run build, grade, report or graders; its exit status."""
     parser = argparse.ArgumentParser(prog="autograder", description="Build and grade the course.")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="generate release/ (and the derived source files) from source/")
@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     add_grade_parser(sub)
     from autograder.grade.report import add_report_parser
     add_report_parser(sub)
+    from autograder.grade.standing import add_graders_parser
+    add_graders_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

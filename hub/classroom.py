@@ -342,7 +342,9 @@ def _run_autograder(settings, chapter: str, work: Path, workers: int | None, reg
     out(f"collected the latest submissions; grading {'everyone again' if regrade_all else 'what changed'} "
         f"with autograder grade ...")
     said = ""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # on the hub's standing graders (hub/start.py starts them) when they run; else it starts its own
+    env = dict(os.environ, AUTOGRADER_GRADERS=str(settings.state / "graders"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     for line in proc.stdout:
         line = plain(settings, line.rstrip())
         said = line if " new or changed, " in line else said

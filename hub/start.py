@@ -12,8 +12,12 @@ As root (it makes Unix accounts and runs each user's server as that user), it
      instructor's course folder ~INSTRUCTOR/course with the chapters of release/;
   4. writes the per-role Jupyter configuration (students: Assignment List, no
      formgrader; the instructor: both);
-  5. runs JupyterHub (hub/jupyterhub_config.py), prints its URL once it answers,
-     and on Ctrl-C or SIGTERM stops it with everything it started.
+  5. starts standing graders (`autograder graders start`, in HUB_STATE/graders, root's
+     alone: a TLS-only Dask cluster on loopback), so that the grader page's *Collect
+     and grade* grades on warm graders rather than starting them for every run;
+  6. runs JupyterHub (hub/jupyterhub_config.py), prints its URL once it answers,
+     and on Ctrl-C or SIGTERM stops it with everything it started, the graders too
+     (which also stop by themselves when this process ends, however it ends).
 `--prepare-only` does 1-4 and exits (the tests use it for the command-line loop).
 
 Stopping (Ctrl-C, SIGTERM, or `make hub-stop` from another shell) gives the
@@ -232,6 +236,34 @@ def prepare(settings: Settings) -> None:
     say(f"exchange {settings.exchange / settings.course_id}; the instructor's course folder {course}")
 
 
+GRADERS = "graders"  # in HUB_STATE: the standing graders' state and keys (autograder/grade/standing.py), 0700
+
+
+def _graders(settings: Settings, action: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(settings.repo / ".venv" / "bin" / "autograder"), "graders", action, "--folder",
+                           str(settings.state / GRADERS), *extra], capture_output=True, text=True, timeout=600)
+
+
+def start_graders(settings: Settings) -> None:
+    """Standing graders for hub/classroom.py's grading runs, stopped with the hub: no idle timeout, but
+    --stop-with this process, so a hub that is killed does not leave them running. When they cannot
+    start, grading starts its graders each run (the local pool), and the hub says so."""
+    done = _graders(settings, "start", "--workers", str(os.cpu_count() or 1), "--idle-timeout", "0",
+                    "--stop-with", str(os.getpid()), "--repo", str(settings.repo))
+    if done.returncode == 0:
+        say(f"for the grader page's runs: {done.stdout.strip()}")
+    else:
+        say(f"warning: the standing graders did not start, so each grading run starts its own: "
+            f"{(done.stderr or done.stdout).strip()[-1500:]}")
+
+
+def stop_graders(state: Path, repo: Path = REPO) -> None:
+    """Stop the hub's standing graders (if any run) and remove their state and keys."""
+    if (Path(state) / GRADERS / "state.json").exists():
+        settings = Settings(state=Path(state), repo=repo)
+        say(_graders(settings, "stop").stdout.strip())
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -249,6 +281,7 @@ def serve(settings: Settings) -> int:
         os.close(os.open(settings.state / name, os.O_CREAT | os.O_WRONLY, 0o600))
         os.chmod(settings.state / name, 0o600)
     (settings.state / "hub.pid").write_text(f"{os.getpid()}\n")  # for `make hub-stop`
+    start_graders(settings)
     log = open(settings.state / "jupyterhub.log", "ab")
     hub = subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f",
                             str(REPO / "hub" / "jupyterhub_config.py")],
@@ -290,6 +323,7 @@ def serve(settings: Settings) -> int:
             break
         except KeyboardInterrupt:
             stop(None, None)
+    stop_graders(settings.state, settings.repo)
     left = accounts.end_leftover_processes(list(settings.roles), settings.state)
     if left:
         say(f"ended what the servers of {', '.join(left)} left running")
@@ -308,6 +342,7 @@ def undo(state: Path, remove: bool) -> int:
     """`make hub-stop` / `make hub-remove`: stop the hub, open the repository again and, with `remove`,
     delete the accounts the hub made (hub/accounts.py's record of them) with their homes."""
     say(stop_running(state))
+    stop_graders(state)  # those of a hub that was killed stop by themselves; their state goes here
     done = restore_repository(state)  # also after --prepare-only, or a hub that was killed
     if done:
         say(done)

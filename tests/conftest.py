@@ -89,6 +89,16 @@ def cuda_cache(tmp_path_factory):
     os.environ.pop("COURSE_CUDA_CACHE", None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_standing_graders(tmp_path_factory):
+    """`autograder grade` without --scheduler grades on the user's standing graders when they run
+    (autograder/grade/standing.py): the tests' runs must not depend on whether the person running them has
+    some up, so their folder is one of this run's, empty unless a test starts graders in it."""
+    os.environ["AUTOGRADER_GRADERS"] = str(tmp_path_factory.getbasetemp() / "standing-graders")
+    yield
+    os.environ.pop("AUTOGRADER_GRADERS", None)
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

@@ -41,7 +41,10 @@ def add_grade_parser(sub) -> None:
     g.add_argument("--timeout", type=float, help="seconds one notebook may run (default 600)")
     g.add_argument("--memory", type=float, help="GiB of address space per kernel (default 4)")
     g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="grade on this Dask cluster's workers instead of local processes (docs/grading.md)")
+                   help="grade on this Dask cluster's workers instead of local processes (docs/grading.md); "
+                        "without it, on the standing graders when they run (`autograder graders start`)")
+    g.add_argument("--local", action="store_true",
+                   help="grade on local processes even when standing graders run (`autograder graders start`)")
     g.add_argument("--resume", action="store_true",
                    help="keep the results an earlier, interrupted run recorded in OUT/.resume/; grade only the rest")
     g.add_argument("--only-changed", action="store_true",
@@ -94,7 +97,8 @@ def run(args) -> int:
               f"{result.score:g}/{result.max_score:g}{note}", flush=True)
 
     options = GradeOptions(workers=args.workers, db=args.db, limits=limits, scheduler=args.scheduler,
-                           resume=args.resume, only_changed=args.only_changed, repo=repo, progress=progress)
+                           resume=args.resume, only_changed=args.only_changed, repo=repo, progress=progress,
+                           standing=not args.local)
     try:
         graded = grade_class(chapter, args.submissions, args.out, options)
     except GradingInterrupted as e:

@@ -322,8 +322,9 @@ def _payload(submission, notebook_name: str) -> dict:
             "shown_as": str(submission.notebook) if submission.notebook is not None else None}
 
 
-def connect(address: str, timeout: float = 20.0):
-    """A Dask client of the scheduler at `address`, or a ClusterError saying why not."""
+def connect(address: str, timeout: float = 20.0, security=None):
+    """A Dask client of the scheduler at `address` (with `security`: TLS, as Dask's Security; None: Dask's
+    configuration), or a ClusterError saying why not."""
     try:
         from distributed import Client
     except ImportError:
@@ -337,7 +338,7 @@ def connect(address: str, timeout: float = 20.0):
                                f"`dask scheduler --port {port}` and workers with `dask worker {address} "
                                "--nthreads 1`.") from None
     try:
-        return Client(address, timeout=timeout, set_as_default=False)
+        return Client(address, timeout=timeout, set_as_default=False, security=security)
     except (OSError, TimeoutError) as e:
         raise ClusterError(f"cannot reach the Dask scheduler at {address} ({e}). Start it with "
                            f"`dask scheduler --port PORT` and workers with `dask worker {address} "
@@ -397,8 +398,9 @@ def _told_refusals(statuses: dict, told: dict, plugin, address: str, log) -> boo
 
 
 def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_result=None, version=None,
-                     repo: Path = REPO, log=None):
-    """Grade `submissions` on the Dask cluster at `address`; `on_result(result, done, total)` as each lands.
+                     repo: Path = REPO, log=None, security=None):
+    """Grade `submissions` on the Dask cluster at `address` (connected with `security`, Dask's Security, when
+    given: the standing graders' TLS); `on_result(result, done, total)` as each lands.
 
     Returns (results in the order of `submissions`, {worker address: peak RSS in KiB}). Raises
     ClusterError when no worker can grade, or when some submissions could not be graded after
@@ -412,7 +414,7 @@ def grade_on_cluster(address: str, chapter: Chapter, submissions, limits, on_res
     limits = limits or Limits()
     version = version or course_version(repo, chapter.id)
     plugin = GraderPlugin(chapter.id, version, limits)
-    client = connect(address)
+    client = connect(address, security=security)
     futures = {}
     try:
         ensure_graders(client, plugin)

@@ -31,9 +31,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import nbgrader_env
-from autograder.build.release import declared_files
 from autograder.chapters import Chapter, discover
-from autograder.build.reference import package_files
 from autograder.grade.repair import repair, sanitize
 from autograder.sandbox.bubblewrap import Limits, Sandbox, SandboxError, grader_cache_dir
 from course.notebook import NotebookError, exercise_defining, exercises, expect_chapter, read_notebook
@@ -574,6 +572,10 @@ def keep_generated(workdir: Path, generated: Path | None) -> None:
 
 def prepare_course(chapter: Chapter, root: Path) -> None:
     """The chapter's source folder in a throwaway nbgrader course folder at `root`."""
+    # here, not at the top: they import jupytext (0.2 s), and the client of a cluster, which only reads
+    # Results, never prepares a course
+    from autograder.build.reference import package_files
+    from autograder.build.release import declared_files
     source = root / "source" / chapter.id
     source.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(chapter.notebook, source / chapter.notebook.name)

@@ -71,6 +71,7 @@ class GradeOptions:
     db: str | None = None  # gradebook SQLAlchemy URL (default: sqlite:///OUT/gradebook.db)
     limits: object | None = None  # autograder.sandbox.bubblewrap.Limits (default: Limits())
     scheduler: str | None = None  # tcp://HOST:PORT of a Dask cluster to grade on instead
+    standing: bool = True  # without a scheduler: on this user's standing graders when they run (grade/standing.py)
     resume: bool = False  # keep the results an interrupted run recorded in OUT/.resume/
     only_changed: bool = False  # grade only submissions new or changed since the last run into OUT; keep the rest
     repo: Path = REPO  # the course repository whose source/ holds the chapter
@@ -198,19 +199,18 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
     from autograder.grade.journal import Journal
     from autograder.grade.version import course_version, grader_key
     from autograder.sandbox.bubblewrap import SandboxError
-    # Dask is imported only for a run on a cluster: a local run does not pay seconds for it
-    cluster_errors: tuple = ()
-    if options.scheduler:
-        from autograder.grade.distributed import ClusterError, grade_on_cluster
-        cluster_errors = (ClusterError,)
-
     folders = {s.student: s.folder for s in submissions}
     workers = max(1, min(options.workers, len(submissions)))
-    options.say(f"grading {len(submissions)} submissions of {chapter.id} "
-                + (f"on the Dask cluster at {options.scheduler}" if options.scheduler
-                   else f"with {workers} worker(s)") + ", sandboxed ...")
+    version = course_version(repo, chapter.id)
+    address, security, where = _where(options, repo, version, workers)
+    # Dask is imported only for a run on a cluster: a local run does not pay seconds for it
+    cluster_errors: tuple = ()
+    if address:
+        from autograder.grade.distributed import ClusterError, grade_on_cluster
+        from autograder.grade.standing import StandingError
+        cluster_errors = (ClusterError, StandingError)
+    options.say(f"grading {len(submissions)} submissions of {chapter.id} {where}, sandboxed ...")
     try:
-        version = course_version(repo, chapter.id)
         journal = Journal(out, chapter.id, grader_key(chapter.id, version, limits))
         # The journal of every run keeps each result with the digest of what was graded (the notebook's
         # bytes) and the grader's key (the course version, the limits): a submission whose digest and key
@@ -234,9 +234,9 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
         fresh, worker_rss = [], {}
         if todo:
             _import_the_writers_meanwhile()
-        if todo and options.scheduler:
-            fresh, worker_rss = grade_on_cluster(options.scheduler, chapter, todo, limits, on_result, version,
-                                                 log=options.warn)
+        if todo and address:
+            fresh, worker_rss = grade_on_cluster(address, chapter, todo, limits, on_result, version,
+                                                 log=options.warn, security=security and security())
         elif todo:
             from autograder.grade.grader import machine_generated
             from autograder.grade.workers import grade_all
@@ -249,7 +249,27 @@ def _grade(chapter: Chapter, submissions, out: Path, limits, options: GradeOptio
         raise GradeError(str(e)) from None
     by_student = {**before, **{r.student: r for r in fresh}}
     results = [by_student[s.student] for s in submissions]
-    return results, (len(worker_rss) if options.scheduler else workers), worker_rss, set(before), journal.key
+    return results, (len(worker_rss) if address else workers), worker_rss, set(before), journal.key
+
+
+def _where(options: GradeOptions, repo: Path, version: dict, workers: int):
+    """(the Dask scheduler's address or None for the local pool, a function giving its Security or None, the
+    words for the run's first line): `--scheduler`, else this user's standing graders when they run and fit
+    (grade/standing.py), else the local pool. The Security is made only when something is to be graded: it
+    imports Dask."""
+    from autograder.grade import standing
+    try:
+        if options.scheduler:
+            return (options.scheduler, lambda: standing.security_for(options.scheduler),
+                    f"on the Dask cluster at {options.scheduler}")
+        graders = standing.for_grading(repo, version, options.warn) if options.standing else None
+        if graders is not None:
+            return (graders.address, graders.security,
+                    f"on the standing graders at {graders.address} ({graders.state['workers']} worker(s) that stay "
+                    "warm between runs; `autograder graders stop` stops them)")
+    except standing.StandingError as e:
+        raise GradeError(str(e)) from None
+    return None, None, f"with {workers} worker(s)"
 
 
 def _import_the_writers_meanwhile() -> None:

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-__all__ = ["course_version", "grader_key"]
+__all__ = ["course_version", "grader_digest", "grader_key"]
 
 
 def _digest_files(h, root: Path, files) -> None:
@@ -34,11 +34,16 @@ def course_version(repo: Path, chapter_id: str) -> dict[str, str]:
     earlier = [d / f"{d.name}.py" for d in (repo / "source").iterdir()
                if d.is_dir() and d.name[:2].isdigit() and d.name < chapter_id and (d / f"{d.name}.py").is_file()]
     _digest_files(h, repo, _tree(repo / "source" / chapter_id) + _tree(repo / "release" / chapter_id) + earlier)
+    return {"chapter": h.hexdigest(), "grader": grader_digest()}
+
+
+def grader_digest() -> str:
+    """sha256 of the course and autograder packages' code, as it is on disk now."""
     g = hashlib.sha256()
     for package in ("course", "autograder"):
         folder = Path(__import__(package).__file__).resolve().parent
         _digest_files(g, folder.parent, [p for p in _tree(folder) if p.suffix in (".py", ".h", ".cpp", ".cu")])
-    return {"chapter": h.hexdigest(), "grader": g.hexdigest()}
+    return g.hexdigest()
 
 
 def _limits_key(limits) -> str:

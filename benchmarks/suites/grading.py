@@ -19,7 +19,8 @@ Then the cost of every chapter and of grading on Dask (issue 19):
               overhead per task (the round trip of an empty task) and the same scores
   incremental a chapter-00 class (100, or 6) graded with --only-changed, then again after
               5 (or 1) resubmitted: the second run's seconds against the first's, on the local
-              pool (graders started by each run) and on a Dask cluster that stays up (issue 43)
+              pool (graders started by each run), on standing graders (`autograder graders
+              start`) and on a Dask cluster that stays up (issue 43)
 """
 from __future__ import annotations
 
@@ -154,9 +155,10 @@ def run(quick: bool) -> list[dict]:
 def incremental_case(quick: bool, size: int | None = None, changed: int | None = None) -> list[dict]:
     """A chapter-00 class (100, or 6) graded with --only-changed, then again after 5 (or 1) students
     resubmitted (a blank notebook becomes the solution): the second run against the first (issue 43).
-    Twice: on the local pool (each run starts its graders: a bubblewrap sandbox that imports torch and runs the
-    reference notebook) and on a Dask cluster that stays up between the runs (its workers keep their graders
-    warm: `--scheduler`, the way to grade a class again and again)."""
+    Three times: on the local pool (each run starts its graders: a bubblewrap sandbox that imports torch and runs
+    the reference notebook), on standing graders (`autograder graders start`, started before the clock: a TLS
+    Dask cluster on loopback whose workers keep their graders warm, used by a plain `autograder grade`), and on
+    a Dask cluster that stays up between the runs (`--scheduler`)."""
     from benchmarks.run import record
     sys.path.insert(0, str(REPO / "tests" / "support"))
     from dask_cluster import DaskCluster
@@ -166,7 +168,8 @@ def incremental_case(quick: bool, size: int | None = None, changed: int | None =
     with tempfile.TemporaryDirectory(prefix="bench-grading-incremental-") as tmp:
         tmp = Path(tmp)
         records.append(_twice(tmp / "local", size, changed, "the local pool, 2 workers started by each run",
-                              "--workers", str(WORKERS)))
+                              "--workers", str(WORKERS), "--local"))
+        records.append(_standing(tmp, size, changed))
         with DaskCluster(tmp / "cluster") as cluster:
             for _ in range(WORKERS):
                 cluster.start_worker()
@@ -176,6 +179,24 @@ def incremental_case(quick: bool, size: int | None = None, changed: int | None =
     return [record("grading", f"incremental ({how}): {size} {CHAPTER} submissions, then {changed} resubmitted",
                    again_s, "the first grading of the class", first_s, **extra)
             for how, first_s, again_s, extra in records]
+
+
+def _standing(tmp: Path, size: int, changed: int) -> tuple:
+    """`_twice` on standing graders of WORKERS workers in a folder of this run's, stopped afterwards."""
+    graders = [sys.executable, "-m", "autograder.cli", "graders"]
+    saved = os.environ.get("AUTOGRADER_GRADERS")
+    os.environ["AUTOGRADER_GRADERS"] = str(tmp / "standing-graders")
+    try:
+        subprocess.run(graders + ["start", "--workers", str(WORKERS), "--idle-timeout", "30m"], check=True,
+                       capture_output=True)
+        return _twice(tmp / "standing", size, changed, f"standing graders, {WORKERS} workers "
+                      "(`autograder graders start`)", "--workers", str(WORKERS))
+    finally:
+        subprocess.run(graders + ["stop"], capture_output=True)
+        if saved is None:
+            os.environ.pop("AUTOGRADER_GRADERS")
+        else:
+            os.environ["AUTOGRADER_GRADERS"] = saved
 
 
 def _twice(folder: Path, size: int, changed: int, how: str, *where: str) -> tuple:

@@ -216,6 +216,7 @@ def _grade_and_release(teacher, url, tc, ana, bo):
     assert state == "done", log
     assert "15/17" in log and "13/17" in log, log
     assert "2 new or changed, 0 unchanged" in log and "/tmp/course-hub-" not in log, log
+    assert "on the standing graders at tls://127.0.0.1:" in log, log  # the hub's, started with it (hub/start.py)
     assert progress and progress[-1].startswith("graded 2 of 2"), progress
     # the class's table: a row per student, a mark per exercise with its status, the feedback one click away
     table = teacher.locator("table#class")
@@ -278,6 +279,7 @@ def _a_late_resubmission_is_graded_alone(teacher, page, url, tc, ana, bo):
     state, log = wait_for_job(teacher, url, 900)
     assert state == "done", log
     assert "1 new or changed, 1 unchanged" in log and "15/17" in log and "13/17" not in log, log
+    assert "on the standing graders at tls://127.0.0.1:" in log, log  # still warm from the first grading
     rows = {r.get_attribute("data-student"): r for r in teacher.locator("table#class tbody tr").all()}
     headers = [h.strip() for h in teacher.locator("table#class thead th").all_inner_texts()]
     late_by = next(i for i, h in enumerate(headers) if h.startswith("late by"))
