@@ -10,7 +10,8 @@ sides (torch's intra-op pool and NumPy's BLAS):
   ReLU, a linear layer; Adam at 3e-3, batches of 32, the 1 442 training digits): chapter 04's
   `train_one_epoch` against the plain torch loop on the same batches: goal at most 2x torch.
 
-Every timing is the best of several rounds (the least disturbed one on shared cores); each record also
+Every timing is the best of several rounds (the least disturbed one on shared cores), with glibc's allocator
+held steady for both sides (STEADY_MALLOC); each record also
 gives the same measurement in process CPU time (`cpu_ratio`), which the other processes on a shared
 machine disturb less. The results are compared with torch's (`same_values`). picotorch is the course's
 reference implementation, generated from source/ into a temporary folder, as the other suites do.
@@ -29,6 +30,11 @@ SUITE = "conv"
 CASES = {"conv2d 3x3": {"padding": 1}, "conv2d 3x3 stride 2": {"padding": 1, "stride": 2},
          "conv2d 3x3 dilation 2": {"padding": 2, "dilation": 2}}
 GOALS = {"forward": 2.0, "forward+backward": 3.0, "epoch": 2.0}
+# glibc serves a large allocation from the heap or from fresh pages of its own (mmap, zero-filled on first touch,
+# returned at free), by a threshold that moves with the sizes the process has freed so far: torch's 6 MB outputs took
+# 4.6 ms or 10.7 ms for the same convolution depending on what our side had freed before. Both sides measured with
+# the heap kept (nothing over 32 MB mapped apart, nothing trimmed): the steady state of a training loop.
+STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(2 << 30)}
 
 
 def child(pt, argv: list[str]) -> dict:
@@ -169,7 +175,7 @@ def run(quick: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="picotorch-") as tmp:
         reference = write_reference(Path(tmp))
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join([str(reference), str(REPO)]))
+                   PYTHONPATH=os.pathsep.join([str(reference), str(REPO)]), **STEADY_MALLOC)
         done = subprocess.run([sys.executable, "-c", _SCRIPT, str(reference), str(batch), str(rounds), str(images)],
                               capture_output=True, text=True, env=env, cwd=reference, timeout=900)
     if done.returncode != 0:

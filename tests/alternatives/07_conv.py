@@ -41,14 +41,20 @@ ALTERNATIVES = {
     return all(size == 1 or s == f for size, s, f in zip(shape, stride, fresh))""")),
     },
     "a direct convolution (a loop over the kernel's taps), 'same' as an explicit pad": {
-        "ex_conv": _rewrite("ex_conv", ("""    out = np.empty((n, o, ho * wo), dtype=w.dtype)
-    for g in range(groups):
-        # im2col: the group's windows copied once, as (N, C/G·kH·kW, H_out·W_out); then one product per image
-        cols = windows[:, g * cg:(g + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw, ho * wo)
-        out[:, g * og:(g + 1) * og] = np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols)
+        "ex_conv": _rewrite("ex_conv", ("""    filters = weight.numpy().reshape(groups, og, k)  # each group's filters, one per row
+    out = np.empty((n, groups, og, ho * wo), dtype=filters.dtype)
+    for part in cache_batches(n, c * kh * kw * ho * wo * filters.itemsize):
+        chunk = windows[part]
+        m = chunk.shape[0]
+        # im2col: these images' windows copied once, as (images, G, C/G·kH·kW, H_out·W_out); then one product per
+        # image and group, written straight into the output
+        taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+        cols = taps.reshape(m, groups, k, ho * wo)
+        np.matmul(filters, cols, out=out[part])
     if bias is not None:
-        out += bias.numpy().reshape(1, o, 1)
-""", """    out = np.zeros((n, o, ho, wo), dtype=w.dtype)
+        out += bias.numpy().reshape(1, groups, og, 1)
+""", """    w = weight.numpy()
+    out = np.zeros((n, o, ho, wo), dtype=w.dtype)
     if bias is not None:
         out += bias.numpy().reshape(1, o, 1, 1)
     for g in range(groups):
@@ -72,11 +78,17 @@ ALTERNATIVES = {
     cols_ = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(wo) * sw)[None, None, None, :]
     rows, cols_ = np.broadcast_arrays(rows, cols_)
     np.add.at(image, (slice(None), slice(None), rows, cols_), blocks)
-"""), ("""            matrix = windows[:, k * cg:(k + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, rows, ho * wo)
-            part = np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo), matrix.transpose(0, 2, 1))
-            gw[k * og:(k + 1) * og] = part.sum(axis=0).reshape(og, cg, kh, kw)""",
-       """            gw[k * og:(k + 1) * og] = np.einsum("nohw,nchwpq->ocpq", g[:, k * og:(k + 1) * og],
-                                                windows[:, k * cg:(k + 1) * cg], optimize=True)""")),
+"""), ("""        gw = np.zeros((groups, og, k), dtype=g.dtype)
+        for part in batches:  # these images' im2col matrices (one copy), then (O/G, L) @ (L, C/G·kH·kW), summed
+            chunk = windows[part]
+            m = chunk.shape[0]
+            taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+            cols = taps.reshape(m, groups, k, ho * wo)
+            gw += np.matmul(grads[part], cols.transpose(0, 1, 3, 2)).sum(axis=0)""",
+       """        gw = np.empty((groups, og, k), dtype=g.dtype)
+        for j in range(groups):  # the whole batch at once, by einsum over the window view
+            gw[j] = np.einsum("nohw,nchwpq->ocpq", grads[:, j].reshape(n, og, ho, wo),
+                              windows[:, j * cg:(j + 1) * cg], optimize=True).reshape(og, k)""")),
     },
     "max-pool by a loop over the taps, its backward by np.add.at; avg-pool as a mean over the window view": {
         "ex_pool": _rewrite("ex_pool", ("""    flat = windows.reshape(n, c, ho, wo, kh * kw)

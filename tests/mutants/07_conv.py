@@ -67,11 +67,12 @@ MUTANTS = {
             "    if len(shape) != 4:\n        return False", "    if False:\n        return False")),
     },
     "ex_conv": {
-        "groups mix channels: every group reads the first group's input channels": _wrong("ex_conv", (
-            "windows[:, g * cg:(g + 1) * cg]", "windows[:, 0:cg]")),
+        "groups mix channels: each group takes every G-th channel (channel g, g + G, ...), not a block": _wrong(
+            "ex_conv", ("        taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw)",
+                        "        taps = chunk.reshape(m, cg, groups, ho, wo, kh, kw).swapaxes(1, 2)")),
         "groups mix channels: every group uses the first group's filters": _wrong("ex_conv", (
-            "w[g * og:(g + 1) * og]", "w[0:og]")),
-        "the bias left out": _wrong("ex_conv", ("        out += bias.numpy().reshape(1, o, 1)\n", "        pass\n")),
+            "filters = weight.numpy().reshape(groups, og, k)", "filters = weight.numpy()[:og].reshape(1, og, k)")),
+        "the bias left out": _wrong("ex_conv", ("        out += bias.numpy().reshape(1, groups, og, 1)\n", "        pass\n")),
         "'same' padding split evenly even when the total is odd (the extra zero dropped)": _wrong("ex_conv", (
             "            if extra != (0, 0):", "            if False:")),
         "'same' padding's extra zero put before (left, top) instead of after": _wrong("ex_conv", (
@@ -90,7 +91,8 @@ MUTANTS = {
         "an unknown padding string taken as 'valid'": _wrong("ex_conv", (
             "        if padding == \"valid\":\n", "        if padding not in (\"same\",):\n")),
         "the im2col rows ordered (kH, kW, C) while the weight's are (C, kH, kW)": _wrong("ex_conv", (
-            ".transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw", ".transpose(0, 4, 5, 1, 2, 3).reshape(n, cg * kh * kw")),
+            "        taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)",
+            "        taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 5, 6, 2, 3, 4)")),
         "the operator bypassed: convolution_cpu called directly (no autograd, no key sees it)": {
             "code": _wrong("ex_conv", ('out = dispatch("convolution", input, weight, bias, stride, padding, dilation, groups)',
                                        "out = convolution_cpu(input, weight, bias, stride, padding, dilation, groups)")),
@@ -121,10 +123,14 @@ MUTANTS = {
         "col2im's window count from the unpadded size": _wrong("ex_conv_backward", (
             "conv_output_size(h, kh, sh, ph, dh), conv_output_size(w, kw, sw, pw, dw)",
             "conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)")),
-        "the weight's gradient: every group reads the first group's windows": _wrong("ex_conv_backward", (
-            "windows[:, k * cg:(k + 1) * cg]", "windows[:, 0:cg]")),
+        "the weight's gradient: each group takes every G-th channel's windows, not a block": _wrong("ex_conv_backward", (
+            "            taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw)",
+            "            taps = chunk.reshape(m, cg, groups, ho, wo, kh, kw).swapaxes(1, 2)")),
         "the input's gradient: every group uses the first group's filters": _wrong("ex_conv_backward", (
-            "part = w[k * og:(k + 1) * og].reshape(og, rows).T", "part = w[0:og].reshape(og, rows).T")),
+            "cols = np.matmul(filters.transpose(0, 2, 1), grads[part])",
+            "cols = np.matmul(filters[:1].transpose(0, 2, 1), grads[part])")),
+        "the weight's gradient of the last batch of images only (= where += belongs)": _wrong("ex_conv_backward", (
+            "gw += np.matmul(", "gw[...] = np.matmul(")),
         "the bias's gradient is the mean, not the sum": _wrong("ex_conv_backward", (
             "g.sum(axis=(0, 2, 3))", "g.mean(axis=(0, 2, 3))")),
         "output_mask ignored: the bias's gradient always computed": _wrong("ex_conv_backward", (

@@ -167,21 +167,36 @@ class ConvolutionFunction(Function):
         return grads + (None, None, None, None)
 
 
+# The products read the im2col matrix right after it is written: a few images at a time, so that it is still
+# in the CPU's cache (the whole batch's, tens of MB, would go out to memory and come back).
+CACHE_BYTES = 1 << 19  # half a MiB: about one core's L2 cache
+
+
+def cache_batches(n: int, bytes_per_image: int) -> list:
+    """Slices of range(n), each as many images as fit in CACHE_BYTES at bytes_per_image (at least one)."""
+    step = max(1, CACHE_BYTES // max(bytes_per_image, 1))
+    return [slice(start, start + step) for start in range(0, n, step)]
+
+
 @register_kernel("convolution", DispatchKey.CPU)
 def convolution_cpu(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int) -> Tensor:
     """The convolution of a 4-D input (arguments already checked), with NumPy over unfold_view."""
     windows = unfold_view(input, tuple(weight.shape[2:]), dilation, padding, stride).numpy()
     n, c, ho, wo, kh, kw = windows.shape
     o = weight.shape[0]
-    cg, og = c // groups, o // groups
-    w = weight.numpy()
-    out = np.empty((n, o, ho * wo), dtype=w.dtype)
-    for g in range(groups):
-        # im2col: the group's windows copied once, as (N, C/G·kH·kW, H_out·W_out); then one product per image
-        cols = windows[:, g * cg:(g + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, cg * kh * kw, ho * wo)
-        out[:, g * og:(g + 1) * og] = np.matmul(w[g * og:(g + 1) * og].reshape(og, cg * kh * kw), cols)
+    cg, og, k = c // groups, o // groups, c // groups * kh * kw
+    filters = weight.numpy().reshape(groups, og, k)  # each group's filters, one per row
+    out = np.empty((n, groups, og, ho * wo), dtype=filters.dtype)
+    for part in cache_batches(n, c * kh * kw * ho * wo * filters.itemsize):
+        chunk = windows[part]
+        m = chunk.shape[0]
+        # im2col: these images' windows copied once, as (images, G, C/G·kH·kW, H_out·W_out); then one product per
+        # image and group, written straight into the output
+        taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+        cols = taps.reshape(m, groups, k, ho * wo)
+        np.matmul(filters, cols, out=out[part])
     if bias is not None:
-        out += bias.numpy().reshape(1, o, 1)
+        out += bias.numpy().reshape(1, groups, og, 1)
     return from_numpy(out.reshape(n, o, ho, wo))
 
 
@@ -266,23 +281,27 @@ def convolution_backward_cpu(grad: Tensor, input: Tensor, weight: Tensor, stride
     g, w = grad.numpy(), weight.numpy()
     n, o, ho, wo = g.shape
     c, kh, kw = input.shape[1], w.shape[2], w.shape[3]
-    cg, og = c // groups, o // groups
+    cg, og, k = c // groups, o // groups, c // groups * kh * kw  # k: a group's rows of the im2col matrix
+    grads, filters = g.reshape(n, groups, og, ho * wo), w.reshape(groups, og, k)
+    batches = cache_batches(n, c * kh * kw * ho * wo * g.itemsize)  # an image's im2col matrix, in bytes
     grad_input = grad_weight = grad_bias = None
-    rows = cg * kh * kw  # a group's rows of the im2col matrix
     if output_mask[0]:
-        cols = np.empty((n, c * kh * kw, ho * wo), dtype=g.dtype)
-        for k in range(groups):  # every window's gradient: (C/G·kH·kW, O/G) @ (O/G, H_out·W_out), image by image
-            part = w[k * og:(k + 1) * og].reshape(og, rows).T
-            cols[:, k * rows:(k + 1) * rows] = np.matmul(part, g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
-        grad_input = fold(from_numpy(cols), tuple(input.shape[2:]), (kh, kw), dilation, padding, stride)
+        image = np.empty(tuple(input.shape), dtype=g.dtype)
+        for part in batches:  # every window's gradient, (C/G·kH·kW, O/G) @ (O/G, H_out·W_out), then col2im
+            cols = np.matmul(filters.transpose(0, 2, 1), grads[part])
+            image[part] = fold(from_numpy(cols.reshape(cols.shape[0], c * kh * kw, ho * wo)), tuple(input.shape[2:]),
+                               (kh, kw), dilation, padding, stride).numpy()
+        grad_input = from_numpy(image)
     if output_mask[1]:
         windows = unfold_view(input, (kh, kw), dilation, padding, stride).numpy()
-        gw = np.empty(w.shape, dtype=g.dtype)
-        for k in range(groups):  # the group's im2col matrix (one copy), then (O/G, L) @ (L, C/G·kH·kW) per image
-            matrix = windows[:, k * cg:(k + 1) * cg].transpose(0, 1, 4, 5, 2, 3).reshape(n, rows, ho * wo)
-            part = np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo), matrix.transpose(0, 2, 1))
-            gw[k * og:(k + 1) * og] = part.sum(axis=0).reshape(og, cg, kh, kw)
-        grad_weight = from_numpy(gw)
+        gw = np.zeros((groups, og, k), dtype=g.dtype)
+        for part in batches:  # these images' im2col matrices (one copy), then (O/G, L) @ (L, C/G·kH·kW), summed
+            chunk = windows[part]
+            m = chunk.shape[0]
+            taps = chunk.reshape(m, groups, cg, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+            cols = taps.reshape(m, groups, k, ho * wo)
+            gw += np.matmul(grads[part], cols.transpose(0, 1, 3, 2)).sum(axis=0)
+        grad_weight = from_numpy(gw.reshape(w.shape))
     if output_mask[2]:
         grad_bias = from_numpy(g.sum(axis=(0, 2, 3)))
     return grad_input, grad_weight, grad_bias
@@ -654,7 +673,7 @@ class BatchNorm2d(BatchNorm1d):
 
 
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
-__all__ = ["pair", "conv_output_size", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
+__all__ = ["pair", "conv_output_size", "CACHE_BYTES", "cache_batches", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
            "channels_last", "suggests_channels_last", "convolution_memory_format", "channels_last_strides",
            "is_channels_last_contiguous",
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
