@@ -272,8 +272,9 @@ def test_interrupting_a_launch_stops_it():
     # the collector runs an object's __del__ (a finished test's sandbox, say) is reported there and lost, as
     # in Jupyter, where the student presses the button again (one suite run here saw the first interrupt lost).
     gc.collect()
-    # the stop button's signal turns into KeyboardInterrupt, as in a Jupyter kernel, whatever handler an earlier
-    # test of this worker left (a fresh clone's run once lost every press for the launch's whole minute)
+    # the stop button's signal turns into KeyboardInterrupt, as in a Jupyter kernel: a suite started in the
+    # background (`make test &`, nohup, some CI runners) inherits SIGINT ignored, and interrupt_main() then does
+    # nothing (a fresh clone's run so started lost every press for the launch's whole minute)
     handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     stopped = threading.Event()
 
