@@ -439,7 +439,7 @@ class Tensor:
 # %% reference=true
 @add_methods(Tensor)
 class TensorBridges:
-    """The bridge to NumPy for arithmetic, and len(), item assignment and bool() of a tensor."""
+    """The bridge to NumPy for arithmetic, and len(), item assignment, bool(), float() and int() of a tensor."""
     # Every kernel asks for its inputs' arrays, and making one costs more than most of the arithmetic on a
     # small tensor: a tensor keeps the array it last made (from_numpy: the one it was made from), with the
     # layout it was made for, so that a tensor given new memory (`p.data = q`, chapter 03) makes a new one.
@@ -471,6 +471,18 @@ class TensorBridges:
 
     def __bool__(self):
         return bool(self.item())
+
+    def __float__(self):
+        return float(self._one_number())
+
+    def __int__(self):
+        return int(self._one_number())
+
+    def _one_number(self):
+        """The value of a one-element tensor (float(t), int(t)), with torch's error for more elements."""
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
 
 # %% [markdown]
 # ## 4. Bridges to torch, and a few ways to make tensors

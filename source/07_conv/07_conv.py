@@ -1814,15 +1814,15 @@ def native_batch_norm_backward_cpu(grad: Tensor, x: Tensor, weight, mean: Tensor
 
 
 # %% tests="ex_batch_norm" points=4
-def expect_batch_norm(shape, training: bool, what: str = "", affine: bool = True, bias: bool = True,
+def expect_batch_norm(shape, training: bool, what: str = "", weight: bool = True, bias: bool = True,
                       running: bool = True, momentum: float = 0.1, eps: float = 1e-5, dtype=torch.float64,
                       draw=inputs) -> None:
     """batch_norm (your kernels, through the given operator) against F.batch_norm: the output, the running
     statistics after the call (updated in place in training, untouched in eval), every gradient."""
     c = shape[1]
     x = draw.noncontiguous(draw.randn(*shape, dtype=dtype) * 2 + 1)
-    w = draw.randn(c, dtype=dtype) if affine else None
-    b = draw.randn(c, dtype=dtype) if affine and bias else None
+    w = draw.randn(c, dtype=dtype) if weight else None
+    b = draw.randn(c, dtype=dtype) if bias else None
     stats = [draw.randn(c, dtype=dtype), draw.randn(c, dtype=dtype).abs() + 0.5] if running else [None, None]
     label = (f"batch_norm(x, {'running_mean, running_var' if running else 'None, None'}, "
              f"{'weight' if w is not None else 'None'}, {'bias' if b is not None else 'None'}, training={training}, "
@@ -1871,9 +1871,11 @@ expect_batch_norm((4, 3, 5, 6), False, " (eval: the running statistics, constant
 expect_batch_norm((6, 4), True, " (an (N, C) input)")
 expect_batch_norm((3, 2, 5), True, " (an (N, C, L) input)")
 expect_batch_norm((2, 3, 4), False, " (an (N, C, L) input in eval)")
-expect_batch_norm((5, 3, 2, 2), True, " (no weight, no bias)", affine=False)
-expect_batch_norm((5, 3, 2, 2), False, " (eval, no weight, no bias)", affine=False)
+expect_batch_norm((5, 3, 2, 2), True, " (no weight, no bias)", weight=False, bias=False)
+expect_batch_norm((5, 3, 2, 2), False, " (eval, no weight, no bias)", weight=False, bias=False)
 expect_batch_norm((3, 4, 3, 2), True, " (a weight and no bias)", bias=False)
+expect_batch_norm((3, 4, 3, 2), True, " (a bias and no weight: each may be None)", weight=False)
+expect_batch_norm((3, 4, 3), False, " (eval, a bias and no weight)", weight=False)
 expect_batch_norm((3, 4, 3, 2), True, " (no running statistics)", running=False)
 expect_batch_norm((2, 3, 3, 3), True, " (momentum 0.5, eps 0.1)", momentum=0.5, eps=0.1)
 expect_batch_norm((1, 3, 2, 1), True, " (one image of two pixels: two values per channel)")
@@ -1891,14 +1893,30 @@ for args, text in [((torch.zeros(3), torch.ones(3)), "running statistics of 3 fo
                  "(torch raises RuntimeError)")
 for mask in [(True, True, True), (False, True, True), (True, False, False), (False, False, True)]:
     expect_backward_mask(mask)
+
+
+def expect_kernels_keep_float32(training: bool) -> None:
+    """Every tensor both kernels return for float32 inputs is float32 (y, mean, invstd; the three gradients)."""
+    x, w, b = ours(torch.randn(4, 3, 2, 2)), ours(torch.randn(3)), ours(torch.randn(3))
+    rm, rv = ours(torch.randn(3)), ours(torch.rand(3) + 0.5)
+    what = f"native_batch_norm_cpu and native_batch_norm_backward_cpu on float32 tensors (training={training})"
+    outs = call_yours(what, native_batch_norm_cpu, x, w, b, rm, rv, training, 0.1, 1e-5)
+    grads = call_yours(what, native_batch_norm_backward_cpu, ours(torch.randn(4, 3, 2, 2)), x, w, outs[1], outs[2],
+                       training, (True, True, True))
+    for name, t in zip(("y", "mean", "invstd", "grad_input", "grad_weight", "grad_bias"), (*outs, *grads)):
+        compare.assert_equal(t.dtype.name, "float32", f"{what}: the dtype of {name} (x's)")
+
+
+expect_kernels_keep_float32(True)
+expect_kernels_keep_float32(False)
 print("visible tests passed — hidden tests try the same rules on new inputs at grading")
 ### BEGIN HIDDEN TESTS
 def random_batch_norm(draw):
     shape = (draw(1, 4), draw(1, 4)) + tuple(draw(1, 4) for _ in range(draw(0, 2)))
     if shape[0] * math.prod(shape[2:]) == 1:
         shape = (2,) + shape[1:]
-    expect_batch_norm(shape, draw.choice([True, True, False]), affine=draw.choice([True, True, False]),
-                      bias=draw.choice([True, False]), running=draw.choice([True, True, False]),
+    expect_batch_norm(shape, draw.choice([True, True, False]), weight=draw.choice([True, True, False]),
+                      bias=draw.choice([True, True, False]), running=draw.choice([True, True, False]),
                       momentum=draw.choice([0.1, 0.3, 1.0]), eps=draw.choice([1e-5, 0.01]),
                       dtype=draw.choice([torch.float64, torch.float64, torch.float32]), draw=draw)
 
@@ -2022,6 +2040,19 @@ expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(2, momentum=None), [(2, 2, 3,
                          "BatchNorm2d(2, momentum=None) (a cumulative average)")
 expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(4, affine=False, eps=0.1), [(2, 4, 3, 2), (1, 4, 2, 3)],
                          ["train", "eval"], "BatchNorm2d(4, affine=False, eps=0.1)")
+expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(2, momentum=None), [(2, 2, 3, 3)] * 2, ["eval", "train"],
+                         "BatchNorm2d(2, momentum=None) in eval before any training step (no batch counted yet)")
+
+
+def untracked(module):
+    """A module whose running statistics exist but are no longer updated (torch's attribute, set after __init__)."""
+    module.track_running_stats = False
+    return module
+
+
+expect_batchnorm2d_steps(lambda nn: untracked(nn.BatchNorm2d(3)), [(2, 3, 4, 4), (3, 3, 2, 3)], ["train", "eval"],
+                         "BatchNorm2d(3) with track_running_stats set False after __init__ (training leaves the "
+                         "running statistics as they are; eval uses them)")
 expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(3, track_running_stats=False), [(2, 3, 4, 4), (3, 3, 2, 3)],
                          ["train", "eval"], "BatchNorm2d(3, track_running_stats=False) (the batch's statistics in eval too)")
 expect_batchnorm2d_steps(lambda nn: nn.BatchNorm2d(3), [(1, 3, 2, 1)], ["train"],
@@ -2036,8 +2067,11 @@ for shape, mode, why in [((2, 3, 4), "train", "a 3-D input"), ((2, 3, 2, 2, 2), 
     theirs, mine = torch.nn.BatchNorm2d(3), BatchNorm2d(3)
     getattr(theirs, mode)(), getattr(mine, mode)()
     bad = torch.randn(shape)
-    same_outcome(lambda: mine(ours(bad)), lambda: theirs(bad), f"BatchNorm2d(3) in {mode} mode on x of shape "
-                 f"{tuple(shape)} ({why}: torch raises)")
+    what = f"BatchNorm2d(3) in {mode} mode on x of shape {tuple(shape)} ({why}: torch raises)"
+    same_outcome(lambda: mine(ours(bad)), lambda: theirs(bad), what)
+    # torch refuses a wrong number of dims before it counts the batch, and the rest after
+    compare.assert_equal(mine.num_batches_tracked.item(), theirs.num_batches_tracked.item(),
+                         f"{what}: num_batches_tracked after the refusal")
 mine = BatchNorm2d(3).eval()
 same_outcome(lambda: mine(ours(torch.ones(1, 3, 1, 1))), lambda: torch.nn.BatchNorm2d(3).eval()(torch.ones(1, 3, 1, 1)),
              "BatchNorm2d(3).eval() on one pixel (the running statistics: no ValueError)")

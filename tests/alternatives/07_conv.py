@@ -194,6 +194,12 @@ ALTERNATIVES = {
     inside = (np.arange(size) >= starts[:, None]) & (np.arange(size) < ends[:, None])
     return (inside / (ends - starts)[:, None]).astype(dtype)"""), ("return rows @ x @ cols", "return rows @ (x @ cols)")),
     },
+    "BatchNorm2d in torch's own words: float() of the count, batch statistics when both buffers are missing": {
+        "ex_batchnorm2d": _rewrite("ex_batchnorm2d", (
+            "factor = 1.0 / float(self.num_batches_tracked.item())", "factor = 1.0 / float(self.num_batches_tracked)"), (
+            "batch_statistics = self.training or self.running_mean is None",
+            "batch_statistics = self.training or (self.running_mean is None and self.running_var is None)")),
+    },
     "BatchNorm2d through chapter 03's BatchNorm1d on its (N, C, H·W) view; batch norm's kernels over (C, n) rows": {
         "ex_batchnorm2d": _rewrite("ex_batchnorm2d", ("""        factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:

@@ -160,3 +160,18 @@ def test_factories_and_tensor_api(pt):
     assert "tensor(" in repr(t) and bool(pt.tensor([3.0]))
     assert t.untyped_storage().nbytes() == 16 and t.device == "cpu"
     assert (t.T.contiguous().stride(), t.T.clone().stride()) == ((2, 1), (1, 2))
+
+
+@pytest.mark.parametrize("convert", [float, int, bool])
+def test_a_one_element_tensor_converts_to_a_python_number_as_torchs(pt, convert):
+    """float(t), int(t), bool(t) of one element (torch's `float(self.num_batches_tracked)` in BatchNorm), and torch's
+    error type for more elements."""
+    for value in (2.75, -1.0, 0.0):
+        for shape in ((), (1,), (1, 1)):
+            theirs = torch.full(shape, value)
+            assert convert(pt.from_torch(theirs.clone())) == convert(theirs), (convert, value, shape)
+    assert float(pt.from_torch(torch.tensor(7, dtype=torch.int64))) == 7.0
+    with pytest.raises(Exception) as theirs:
+        convert(torch.ones(2))
+    with pytest.raises(theirs.type):
+        convert(pt.from_torch(torch.ones(2)))

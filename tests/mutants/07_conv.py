@@ -22,6 +22,19 @@ def _ignoring_max_blocks(exercise: str, count: str, elements: str, what: str) ->
             "the launch ignores max_blocks": _wrong(exercise, launch)}
 
 
+# BatchNorm2d's forward (ex_batchnorm2d): its dims check, its count of a batch, its one call
+_BN2D_CHECK = """        if x.dim() != 4:
+            raise ValueError(f"expected 4D input (got {x.dim()}D input)")
+"""
+_BN2D_COUNT = """            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / float(self.num_batches_tracked.item())
+"""
+_BN2D_CALL = """        return batch_norm(x, self.running_mean if tracked else None, self.running_var if tracked else None,
+                          self.weight, self.bias, batch_statistics, factor, self.eps)"""
+
+
 MUTANTS = {
     "ex_unfold": {
         "the windows' strides from the shape (a contiguous x's), not from x.stride()": {
@@ -305,6 +318,14 @@ MUTANTS = {
             "    if training:\n        n = a.size", "    if True:\n        n = a.size")),
         "output_mask ignored: every gradient computed": _wrong("ex_batch_norm", (
             " if output_mask[1] else None", ""), (" if output_mask[2] else None", "")),
+        "the bias dropped when there is no weight (weight and bias taken to come together)": _wrong("ex_batch_norm", (
+            "shift = -mean * scale if bias is None else", "shift = -mean * scale if bias is None or weight is None else")),
+        "the statistics returned in float64 for a float32 x (and the input's gradient too)": _wrong("ex_batch_norm", (
+            "    return tuple(from_numpy(v.astype(a.dtype, copy=False)) for v in (y, mean, invstd))",
+            "    return from_numpy(y.astype(a.dtype)), from_numpy(mean.astype(np.float64)), "
+            "from_numpy(invstd.astype(np.float64))"), (
+            "grad_input = from_numpy((g * scale.reshape(shape)).astype(a.dtype, copy=False))",
+            "grad_input = from_numpy((g * scale.reshape(shape)).astype(np.float64))")),
     },
     "ex_batchnorm2d": {
         "BatchNorm2d accepts BatchNorm1d's 3-D input": _wrong("ex_batchnorm2d", (
@@ -323,5 +344,24 @@ MUTANTS = {
             "batch_statistics = self.training or self.running_mean is None", "batch_statistics = True")),
         "the running statistics never reach batch_norm in training (never updated)": _wrong("ex_batchnorm2d", (
             "tracked = not self.training or self.track_running_stats", "tracked = not self.training")),
+        "the running statistics updated in training even when the module no longer tracks them": _wrong(
+            "ex_batchnorm2d", ("tracked = not self.training or self.track_running_stats", "tracked = True")),
+        "a batch of the wrong number of dims counted before it is refused": _wrong("ex_batchnorm2d", (
+            _BN2D_CHECK + "        factor", "        factor"), (
+            "        batch_statistics = self.training", _BN2D_CHECK + "        batch_statistics = self.training")),
+        "a batch counted only once it is normalised (a refused one is not counted, as torch's is)": _wrong(
+            "ex_batchnorm2d", (_BN2D_COUNT, """            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / (float(self.num_batches_tracked.item()) + 1)
+"""), (_BN2D_CALL, """        y = batch_norm(x, self.running_mean if tracked else None, self.running_var if tracked else None,
+                       self.weight, self.bias, batch_statistics, factor, self.eps)
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+        return y""")),
+        "the cumulative average's factor computed in eval too (1 / 0 before any training step)": _wrong(
+            "ex_batchnorm2d", ("            if self.momentum is None:  # a cumulative average\n"
+                               "                factor = 1.0 / float(self.num_batches_tracked.item())\n", ""), (
+            "        batch_statistics = self.training", "        if self.momentum is None:\n"
+            "            factor = 1.0 / float(self.num_batches_tracked.item())\n        batch_statistics = self.training")),
     },
 }
