@@ -118,18 +118,17 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation
 # gradient: a pad by a negative amount).
 
 # %% reference=true
-@register_kernel("constant_pad_nd", DispatchKey.CPU)
-def constant_pad_cpu(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
-    """A new tensor: x with pads[0] values before and pads[1] after its last dim, pads[2], pads[3] around the one
-    before... (F.pad's order); a negative pad crops."""
-    array = x.numpy()
-    shape, source, target = list(array.shape), [slice(None)] * array.ndim, [slice(None)] * array.ndim
+def pad_regions(shape: tuple, pads: tuple) -> tuple:
+    """(the padded shape, where x's kept part lands in it, which part of x is kept) for F.pad's `pads`: pads[0]
+    before and pads[1] after the last dim, pads[2], pads[3] around the one before...; a negative pad crops.
+    Torch's errors for a pad that leaves nothing."""
+    out, target, source = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
     for i in range(len(pads) // 2):
         before, after = pads[2 * i], pads[2 * i + 1]
-        d = array.ndim - 1 - i
-        size = array.shape[d]
-        shape[d] = size + before + after
-        if shape[d] < 0:
+        d = len(shape) - 1 - i
+        size = shape[d]
+        out[d] = size + before + after
+        if out[d] < 0:
             raise RuntimeError(f"The input size {size}, plus negative padding {before} and {after} resulted in a "
                                f"negative output size, which is invalid. Check dimension {d} of your input.")
         # the part of x that is kept (torch crops x first: negative pads that remove more than x holds are refused)
@@ -138,9 +137,16 @@ def constant_pad_cpu(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
             raise RuntimeError("narrow(): length must be non-negative.")
         source[d] = slice(start, end)
         target[d] = slice(max(before, 0), max(before, 0) + end - start)
+    return tuple(out), tuple(target), tuple(source)
+
+
+@register_kernel("constant_pad_nd", DispatchKey.CPU)
+def constant_pad_cpu(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
+    """A new tensor: x padded (or cropped) by `pads` as F.pad's constant mode, the padding `value`."""
+    shape, target, source = pad_regions(tuple(x.shape), pads)
     # (one fill and one copy: np.pad, in Python, cost ten times as much on the CNN's small images)
-    out = np.full(shape, value, dtype=array.dtype)
-    out[tuple(target)] = array[tuple(source)]
+    out = np.full(shape, value, dtype=x.dtype.numpy)
+    out[target] = x.numpy()[source]
     return from_numpy(out)
 
 
@@ -1667,7 +1673,9 @@ for_random_inputs(random_layers, 10)
 # operator** (`aten::native_batch_norm`), whose backward is **one formula**
 # derived by hand (`native_batch_norm_backward` in `derivatives.yaml`). You
 # write its two CPU kernels; the autograd kernel `BatchNormFunction`, which
-# calls them, and the functional `batch_norm` are given.
+# calls them, the functional `batch_norm` and `channel_dims(x)` (the dims a
+# channel's statistics run over, and the shape that broadcasts a channel's
+# vector against `x`) are given.
 #
 # ![Two backward graphs of one training step of batch norm. Left, chapter 03's composition: 11 nodes from the output down (Add, Mul, View, Div, View, Sqrt, Add, Mean, Mul, Sub, Mean) before the leaves x, weight and bias. Right, torch's F.batch_norm: one node, NativeBatchNormBackward0, with an edge to each of x, weight and bias](figures/batch_norm.svg)
 #
@@ -1733,6 +1741,11 @@ class BatchNormFunction(Function):
         return grads + (None,) * 5
 
 
+def channel_dims(x: Tensor) -> tuple:
+    """(the dims a channel's statistics run over, the shape that broadcasts a channel's vector against x)."""
+    return (0,) + tuple(range(2, x.dim())), (1, x.shape[1]) + (1,) * (x.dim() - 2)
+
+
 @register_kernel("batch_norm", DispatchKey.CPU)
 def batch_norm_cpu(x, weight, bias, running_mean, running_var, training, momentum, eps) -> Tensor:
     """Without autograd, "batch_norm" is native_batch_norm's output alone."""
@@ -1764,8 +1777,7 @@ def native_batch_norm_cpu(x: Tensor, weight, bias, running_mean, running_var, tr
     """(y, mean, invstd): each channel (dim 1) normalised over every other dim, scaled and shifted."""
     ### BEGIN SOLUTION
     a = x.numpy()
-    axes = (0,) + tuple(range(2, a.ndim))  # every dim but the channels'
-    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)  # a channel's vector, broadcast against x
+    axes, shape = channel_dims(x)
     if training:
         n = a.size // a.shape[1]
         mean = a.mean(axis=axes)
@@ -1797,8 +1809,7 @@ def native_batch_norm_backward_cpu(grad: Tensor, x: Tensor, weight, mean: Tensor
     """(grad_input, grad_weight, grad_bias), each None where output_mask says it is not needed."""
     ### BEGIN SOLUTION
     g, a = grad.numpy(), x.numpy()
-    axes = (0,) + tuple(range(2, a.ndim))
-    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)
+    axes, shape = channel_dims(x)
     x_hat = (a - mean.numpy().reshape(shape)) * invstd.numpy().reshape(shape)
     sum_g, sum_g_x_hat = g.sum(axis=axes), (g * x_hat).sum(axis=axes)
     grad_input = None
@@ -2152,14 +2163,15 @@ with_fixed_inputs(expect_cnn_trains_as_torch, 1)
 
 # %% reference=true
 # The names of this chapter that later chapters (and the course's benchmarks and widgets) may use.
-__all__ = ["pair", "conv_output_size", "CACHE_BYTES", "cache_batches", "constant_pad_cpu", "ConstantPadNd", "pad", "unfold_view", "unfold",
+__all__ = ["pair", "conv_output_size", "CACHE_BYTES", "cache_batches", "pad_regions", "constant_pad_cpu",
+           "ConstantPadNd", "pad", "unfold_view", "unfold",
            "channels_last", "suggests_channels_last", "convolution_memory_format", "channels_last_strides",
            "is_channels_last_contiguous",
            "ConvolutionFunction", "convolution_cpu", "conv2d", "fold", "convolution_backward_cpu", "MaxPool2dFunction",
            "pool_arguments", "unbatched", "max_pool2d_cpu", "max_pool2d_value_cpu", "max_pool2d_backward_cpu",
            "max_pool2d", "avg_pool2d", "Conv2d", "MaxPool2d", "AvgPool2d", "pool_output_size", "overhang",
            "averaging_matrix", "adaptive_avg_pool2d", "AdaptiveAvgPool2d", "BatchNorm2d",
-           "BatchNormFunction", "batch_norm_cpu", "batch_norm", "native_batch_norm_cpu",
+           "BatchNormFunction", "channel_dims", "batch_norm_cpu", "batch_norm", "native_batch_norm_cpu",
            "native_batch_norm_backward_cpu"]
 
 # %% [markdown]
@@ -2283,16 +2295,11 @@ def convolution_cuda(input: Tensor, weight: Tensor, bias, stride, padding, dilat
 @register_cuda_kernel("constant_pad_nd")
 def constant_pad_cuda(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
     """F.pad's constant mode on the device: a new tensor full of `value`, x's overlap copied into its middle."""
-    shape, inside, source = list(x.shape), [slice(None)] * x.dim(), [slice(None)] * x.dim()
-    for i in range(len(pads) // 2):
-        d, before, after = x.dim() - 1 - i, pads[2 * i], pads[2 * i + 1]
-        shape[d] = x.shape[d] + before + after
-        inside[d] = slice(max(before, 0), max(before, 0) + x.shape[d] - max(-before, 0) - max(-after, 0))
-        source[d] = slice(max(-before, 0), x.shape[d] - max(-after, 0))
-    out = empty_on(tuple(shape), x.dtype, x.device)
+    shape, inside, source = pad_regions(tuple(x.shape), pads)
+    out = empty_on(shape, x.dtype, x.device)
     launch_fill(out.to_torch(), value)
     if out.numel() and x.numel():
-        copy_into(out[tuple(inside)], x[tuple(source)])
+        copy_into(out[inside], x[source])
     return out
 
 
@@ -2685,11 +2692,6 @@ for_random_inputs(random_conv_grads_on_device, 6)
 # a reduction per channel, then an elementwise pass — chapter 05's patterns.
 
 # %% reference=true
-def channel_dims(x: Tensor) -> tuple:
-    """(the dims a channel's statistics run over, the shape that broadcasts a channel's vector against x)."""
-    return (0,) + tuple(range(2, x.dim())), (1, x.shape[1]) + (1,) * (x.dim() - 2)
-
-
 @register_cuda_kernel("native_batch_norm")
 def native_batch_norm_cuda(x: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
                            eps: float) -> tuple:
@@ -2731,7 +2733,7 @@ def native_batch_norm_backward_cuda(grad: Tensor, x: Tensor, weight, mean: Tenso
 
 # %% reference=true
 __all__ += ["IM2COL", "launch_im2col", "convolution_cuda", "constant_pad_cuda", "COL2IM", "launch_col2im",
-            "convolution_backward_cuda", "channel_dims", "native_batch_norm_cuda", "native_batch_norm_backward_cuda"]
+            "convolution_backward_cuda", "native_batch_norm_cuda", "native_batch_norm_backward_cuda"]
 
 # %% [markdown]
 # ## Check your work

@@ -214,16 +214,14 @@ ALTERNATIVES = {
             """        n, c, h, w = x.shape  # the composition of chapter 03: slower (a dozen autograd nodes), as right
         return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)""")),
         "ex_batch_norm": _rewrite("ex_batch_norm", ("""    a = x.numpy()
-    axes = (0,) + tuple(range(2, a.ndim))  # every dim but the channels'
-    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)  # a channel's vector, broadcast against x
+    axes, shape = channel_dims(x)
     if training:
         n = a.size // a.shape[1]
         mean = a.mean(axis=axes)
         centered = a - mean.reshape(shape)
         var = (centered * centered).mean(axis=axes)  # biased: this batch's own spread""",
             """    a = x.numpy()
-    axes = (0,) + tuple(range(2, a.ndim))
-    shape = (1, a.shape[1]) + (1,) * (a.ndim - 2)
+    axes, shape = channel_dims(x)
     if training:
         rows = np.moveaxis(a, 1, 0).reshape(a.shape[1], -1)  # one row per channel: its n values
         n = rows.shape[1]

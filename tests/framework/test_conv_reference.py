@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import compare
+from course.cuda.status import emulator_available
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +97,40 @@ def test_a_convolution_gives_its_result_torchs_memory_format(pt, shape, data):
     assert got.stride() == want.stride(), (f"conv2d(x, w) for x of shape {shape} stride {stride}: strides "
                                            f"{got.stride()}, torch's {want.stride()}")
     compare.assert_matches(got, want, f"conv2d(x, w) for x of shape {shape} stride {stride}")
+
+
+def _padded(pt, x: torch.Tensor, pads: tuple, device: str | None):
+    ours = pt.from_torch(x.clone())
+    ours = ours if device is None else ours.to(device)
+    return pt.ch07_conv.pad(ours, pads, 7.0).to_torch().cpu()
+
+
+def _same_pad(pt, x: torch.Tensor, pads: tuple, device: str | None = None) -> None:
+    """pad (constant_pad_nd) against F.pad: the values, or torch's error type (a crop larger than the input)."""
+    try:
+        want = F.pad(x, pads, value=7.0)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            _padded(pt, x, pads, device)
+        return
+    torch.testing.assert_close(_padded(pt, x, pads, device), want, rtol=0, atol=0, msg=f"pad {pads} of {x.shape}")
+
+
+def test_pad_crops_and_pads_every_way_as_torch(pt):
+    """Every pair of pads from -5 to 3 on every length from 0 to 4, and 4-D pads: constant_pad_cpu's slices."""
+    for size in range(5):
+        for before in range(-5, 4):
+            for after in range(-5, 4):
+                _same_pad(pt, torch.arange(float(size)).reshape(1, size), (before, after))
+    x = torch.randn(2, 3, 4, 5)
+    for pads in [(1, 2, 0, 3), (-1, 1, 2, -2), (1, 1, 1, 1, 1, 1), (0, 0, -4, 1), (2, -3, -1, -1)]:
+        _same_pad(pt, x, pads)
+
+
+@pytest.mark.skipif(not emulator_available(),
+                    reason="no g++ here: the CUDA emulator cannot run (not counted as passed)")
+def test_pad_on_the_device_as_torch(pt):
+    """The CUDA kernel of constant_pad_nd (a fill, then the kept part copied in) shares the CPU's slices."""
+    x = torch.randn(2, 3, 4, 5)
+    for pads in [(1, 2, 0, 3), (-1, 1, 2, -2), (0, 0, -4, 1), (2, -3), (-6, 0)]:
+        _same_pad(pt, x, pads, "emu")
